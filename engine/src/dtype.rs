@@ -1,0 +1,190 @@
+//! Element types, named as NumPy and ml_dtypes name them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// The element type of a store's records. Stored values are little-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    Bool,
+    U8,
+    U16,
+    U32,
+    U64,
+    I8,
+    I16,
+    I32,
+    I64,
+    F16,
+    BF16,
+    F32,
+    F64,
+    Complex64,
+    Complex128,
+    F8E4M3FN,
+    F8E5M2,
+}
+
+impl DType {
+    /// Every dtype, in a stable order.
+    pub const ALL: [DType; 17] = [
+        DType::Bool,
+        DType::U8,
+        DType::U16,
+        DType::U32,
+        DType::U64,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+        DType::Complex64,
+        DType::Complex128,
+        DType::F8E4M3FN,
+        DType::F8E5M2,
+    ];
+
+    /// The canonical name (NumPy's `dtype.name`; ml_dtypes' names for bfloat16 and float8).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::Complex64 => "complex64",
+            DType::Complex128 => "complex128",
+            DType::F8E4M3FN => "float8_e4m3fn",
+            DType::F8E5M2 => "float8_e5m2",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn itemsize(self) -> usize {
+        match self {
+            DType::Bool | DType::U8 | DType::I8 | DType::F8E4M3FN | DType::F8E5M2 => 1,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::U32 | DType::I32 | DType::F32 => 4,
+            DType::U64 | DType::I64 | DType::F64 | DType::Complex64 => 8,
+            DType::Complex128 => 16,
+        }
+    }
+
+    /// Parses a NumPy array-protocol type string as found in `.npy` headers
+    /// (`<f4`, `|u1`, `<c16`, `|b1`). Big-endian types are refused: stores are
+    /// little-endian and a silent byte swap would be a surprise.
+    pub fn from_numpy_descr(descr: &str) -> Result<Self, Error> {
+        let (order, code) = descr.split_at(descr.len().min(1));
+        if order == ">" {
+            return Err(Error::Schema(format!(
+                "big-endian dtype {descr:?} is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"
+            )));
+        }
+        let code = if matches!(order, "<" | "|" | "=") {
+            code
+        } else {
+            descr
+        };
+        let dtype = match code {
+            "b1" => DType::Bool,
+            "u1" => DType::U8,
+            "u2" => DType::U16,
+            "u4" => DType::U32,
+            "u8" => DType::U64,
+            "i1" => DType::I8,
+            "i2" => DType::I16,
+            "i4" => DType::I32,
+            "i8" => DType::I64,
+            "f2" => DType::F16,
+            "f4" => DType::F32,
+            "f8" => DType::F64,
+            "c8" => DType::Complex64,
+            "c16" => DType::Complex128,
+            // ml_dtypes types have no standard code; their .npy descr is "|V2"/"|V1",
+            // which is ambiguous, so they must be named explicitly.
+            _ => {
+                return Err(Error::Schema(format!(
+                    "unsupported NumPy dtype descr {descr:?}"
+                )))
+            }
+        };
+        Ok(dtype)
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for DType {
+    type Err = Error;
+
+    /// Accepts the canonical names and the common short aliases (`f4`, `float`,
+    /// `half`, `i8`-style NumPy codes are deliberately not guessed: `i8` means int64
+    /// to NumPy and int8 to Rust).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let lower = s.trim().to_ascii_lowercase();
+        if let Some(d) = DType::ALL.iter().find(|d| d.name() == lower) {
+            return Ok(*d);
+        }
+        let alias = match lower.as_str() {
+            "bool_" => DType::Bool,
+            "u1" | "u8_" => DType::U8,
+            "half" => DType::F16,
+            "single" => DType::F32,
+            "double" => DType::F64,
+            "cfloat" | "cdouble" => DType::Complex128,
+            "csingle" => DType::Complex64,
+            _ => {
+                let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
+                return Err(Error::Schema(format!(
+                    "unknown dtype {s:?}; expected one of {}",
+                    names.join(", ")
+                )));
+            }
+        };
+        Ok(alias)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(d.name().parse::<DType>().expect("parse"), d);
+        }
+        assert!("float128".parse::<DType>().is_err());
+    }
+
+    #[test]
+    fn numpy_descrs_map_and_big_endian_is_refused() {
+        assert_eq!(DType::from_numpy_descr("<f4").expect("f4"), DType::F32);
+        assert_eq!(DType::from_numpy_descr("|u1").expect("u1"), DType::U8);
+        assert_eq!(DType::from_numpy_descr("|b1").expect("b1"), DType::Bool);
+        assert_eq!(
+            DType::from_numpy_descr("<c16").expect("c16"),
+            DType::Complex128
+        );
+        let err = DType::from_numpy_descr(">i4").expect_err("big endian");
+        assert!(err.to_string().contains("big-endian"));
+        assert!(DType::from_numpy_descr("<U8").is_err());
+    }
+}

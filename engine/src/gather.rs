@@ -1,0 +1,464 @@
+//! The read path: plan a batch from the table, then fill the destination in parallel.
+//!
+//! A gather is cut into tasks of contiguous output slots; the caller and the pool's
+//! workers claim tasks with one atomic increment each and write disjoint parts of the
+//! destination (see `zring_platform::SharedMut`). Raw records are copied (mmap) or
+//! read (pread) straight into their slot; compressed records decompress straight into
+//! their slot from the mapping or from per-thread scratch. No lock is taken.
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use zring_platform::{file, AlignedBuf, Backend, Pool, SharedMut};
+
+use crate::error::{Error, Result};
+use crate::format::{self, Entry, RecordCodec};
+use crate::schema::Layout;
+use crate::store::{Inner, Store};
+
+/// Aim for tasks of about this many output bytes: big enough to amortise the claim,
+/// small enough to balance across threads.
+const TASK_BYTES: usize = 256 << 10;
+/// Below this many output bytes a gather runs on the caller alone: waking a worker
+/// costs more than the copy.
+const INLINE_BYTES: usize = 64 << 10;
+
+/// Per-thread decoding state, reused across gathers and stores.
+pub(crate) struct DecodeCtx {
+    scratch: Vec<u8>,
+    plain: Option<zstd::bulk::Decompressor<'static>>,
+    /// Decompressors with a store's dictionary loaded, by store id (most recent last).
+    with_dict: Vec<(u64, zstd::bulk::Decompressor<'static>)>,
+}
+
+/// How many dictionary decoders a thread keeps (one per recently read store).
+const DICT_CACHE: usize = 8;
+
+thread_local! {
+    static CTX: RefCell<DecodeCtx> = const {
+        RefCell::new(DecodeCtx { scratch: Vec::new(), plain: None, with_dict: Vec::new() })
+    };
+}
+
+/// Runs `f` with this thread's decoding state.
+pub(crate) fn with_ctx<T>(f: impl FnOnce(&mut DecodeCtx) -> Result<T>) -> Result<T> {
+    CTX.with(|c| match c.try_borrow_mut() {
+        Ok(mut ctx) => f(&mut ctx),
+        // Re-entrant use (not expected): fall back to a fresh context.
+        Err(_) => f(&mut DecodeCtx {
+            scratch: Vec::new(),
+            plain: None,
+            with_dict: Vec::new(),
+        }),
+    })
+}
+
+impl DecodeCtx {
+    fn decompressor(
+        &mut self,
+        inner: &Inner,
+        dict: bool,
+    ) -> Result<&mut zstd::bulk::Decompressor<'static>> {
+        let codec_err =
+            |e: std::io::Error| Error::Codec(format!("cannot create a decompressor: {e}"));
+        if !dict {
+            if self.plain.is_none() {
+                self.plain = Some(zstd::bulk::Decompressor::new().map_err(codec_err)?);
+            }
+            return self
+                .plain
+                .as_mut()
+                .ok_or_else(|| Error::Codec("no decompressor".into()));
+        }
+        match self.with_dict.iter().position(|(id, _)| *id == inner.id) {
+            Some(k) => {
+                let hit = self.with_dict.remove(k);
+                self.with_dict.push(hit);
+            }
+            None => {
+                let d = zstd::bulk::Decompressor::with_dictionary(inner.section(inner.footer.dict))
+                    .map_err(codec_err)?;
+                if self.with_dict.len() == DICT_CACHE {
+                    self.with_dict.remove(0);
+                }
+                self.with_dict.push((inner.id, d));
+            }
+        }
+        self.with_dict
+            .last_mut()
+            .map(|(_, d)| d)
+            .ok_or_else(|| Error::Codec("no decompressor".into()))
+    }
+}
+
+impl Inner {
+    /// Fills `dst` (exactly `logical_len` bytes) with record `index`.
+    pub(crate) fn read_record(
+        &self,
+        index: u64,
+        e: &Entry,
+        dst: &mut [u8],
+        ctx: &mut DecodeCtx,
+    ) -> Result<()> {
+        let stored = e.stored_len as usize;
+        if dst.len() != e.logical_len as usize {
+            return Err(Error::arg(format!(
+                "destination slot of {} bytes for record {index} of {} bytes",
+                dst.len(),
+                e.logical_len
+            )));
+        }
+        let verify = |bytes: &[u8]| -> Result<()> {
+            if self.verify && format::checksum(bytes) != e.checksum {
+                return Err(Error::record(&self.path, index, "checksum mismatch"));
+            }
+            Ok(())
+        };
+        let read = |buf: &mut [u8]| -> Result<()> {
+            file::read_exact_at(&self.file, buf, e.offset).map_err(|err| match err.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    Error::record(&self.path, index, "the file ends inside the record")
+                }
+                _ => Error::io(&self.path, "reading a record", err),
+            })
+        };
+        let mapped = || &self.map.bytes()[e.offset as usize..e.offset as usize + stored];
+        if e.codec == RecordCodec::Raw {
+            if self.backend == Backend::Pread {
+                read(dst)?;
+                return verify(dst);
+            }
+            let src = mapped();
+            verify(src)?;
+            dst.copy_from_slice(src);
+            return Ok(());
+        }
+        let DecodeCtx { scratch, .. } = ctx;
+        let src: &[u8] = if self.backend == Backend::Pread {
+            if scratch.len() < stored {
+                scratch.resize(stored, 0);
+            }
+            read(&mut scratch[..stored])?;
+            // Move the scratch out so the decompressor (also in ctx) can be borrowed.
+            let owned = std::mem::take(scratch);
+            let result = self.decode(index, e, &owned[..stored], dst, ctx, &verify);
+            ctx.scratch = owned;
+            return result;
+        } else {
+            mapped()
+        };
+        self.decode(index, e, src, dst, ctx, &verify)
+    }
+
+    fn decode(
+        &self,
+        index: u64,
+        e: &Entry,
+        src: &[u8],
+        dst: &mut [u8],
+        ctx: &mut DecodeCtx,
+        verify: &dyn Fn(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        verify(src)?;
+        let d = ctx.decompressor(self, e.codec == RecordCodec::ZstdDict)?;
+        match d.decompress_to_buffer(src, dst) {
+            Ok(n) if n == dst.len() => Ok(()),
+            Ok(n) => Err(Error::record(
+                &self.path,
+                index,
+                format!("decompressed to {n} bytes, the table says {}", dst.len()),
+            )),
+            Err(err) => Err(Error::record(&self.path, index, format!("zstd: {err}"))),
+        }
+    }
+
+    fn helpers(&self) -> usize {
+        match self.threads {
+            0 => usize::MAX,
+            t => t - 1,
+        }
+    }
+
+    /// Runs `task` over `tasks` pieces on the caller and the pool; returns the first
+    /// error any piece reported.
+    fn run_tasks(
+        &self,
+        tasks: usize,
+        out_bytes: usize,
+        task: impl Fn(usize) -> Result<()> + Sync,
+    ) -> Result<()> {
+        let first_err: OnceLock<Error> = OnceLock::new();
+        let helpers = if out_bytes < INLINE_BYTES {
+            0
+        } else {
+            self.helpers()
+        };
+        Pool::global().run(tasks, helpers, |t| {
+            if first_err.get().is_some() {
+                return;
+            }
+            if let Err(e) = task(t) {
+                let _ = first_err.set(e);
+            }
+        });
+        match first_err.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn check_indices(&self, indices: &[u64]) -> Result<()> {
+        let n = self.footer.record_count;
+        match indices.iter().find(|&&i| i >= n) {
+            Some(&i) => self.check_index(i),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Splits `n` slots of about `avg_bytes` each into tasks.
+fn task_ranges(n: usize, avg_bytes: usize) -> (usize, usize) {
+    let per_task = (TASK_BYTES / avg_bytes.max(1)).clamp(1, n.max(1));
+    (n.div_ceil(per_task), per_task)
+}
+
+/// A ragged batch's output layout, computed from the table before any I/O.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RaggedLayout {
+    /// Element offsets, `n + 1` of them, starting at 0.
+    pub cu_seqlens: Vec<u64>,
+    /// `n x ndim` dims.
+    pub shapes: Vec<u32>,
+    /// Total bytes of the values buffer.
+    pub values_bytes: usize,
+}
+
+/// A gathered ragged batch: the values of all records back to back, their element
+/// offsets and their shapes.
+#[derive(Debug)]
+pub struct RaggedBatch {
+    /// Values, aligned for any dtype.
+    pub values: AlignedBuf,
+    pub cu_seqlens: Vec<u64>,
+    pub shapes: Vec<u32>,
+    pub ndim: usize,
+}
+
+impl RaggedBatch {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.cu_seqlens.len().saturating_sub(1)
+    }
+
+    /// Whether the batch holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes of record `k` of the batch.
+    pub fn record(&self, k: usize, itemsize: usize) -> Option<&[u8]> {
+        let a = *self.cu_seqlens.get(k)? as usize * itemsize;
+        let b = *self.cu_seqlens.get(k + 1)? as usize * itemsize;
+        self.values.get(a..b)
+    }
+}
+
+impl Store {
+    /// Fills `dest` with the dense records `indices` in order (duplicates allowed):
+    /// record `indices[k]` lands at `dest[k * item_bytes ..]`. `dest` must be exactly
+    /// `indices.len() * item_bytes` bytes.
+    pub fn gather(&self, indices: &[u64], dest: &mut [u8]) -> Result<()> {
+        let inner = &*self.inner;
+        let width = match inner.item_bytes {
+            Some(w) => w as usize,
+            None => {
+                return Err(Error::Schema(
+                    "gather on a ragged store; use gather_ragged".into(),
+                ))
+            }
+        };
+        let want = indices.len().checked_mul(width);
+        if want != Some(dest.len()) {
+            return Err(Error::arg(format!(
+                "destination is {} bytes, expected {} records x {width} bytes",
+                dest.len(),
+                indices.len()
+            )));
+        }
+        inner.check_indices(indices)?;
+        let (tasks, per_task) = task_ranges(indices.len(), width);
+        let out = SharedMut::new(dest);
+        inner.run_tasks(tasks, out.len(), |t| {
+            let slots = t * per_task..((t + 1) * per_task).min(indices.len());
+            // SAFETY: task t owns output slots [t*per_task, (t+1)*per_task), which are
+            // disjoint from every other task's; each task index runs once.
+            let part = unsafe { out.slice(slots.start * width..slots.end * width) }
+                .ok_or_else(|| Error::arg("task outside the destination"))?;
+            with_ctx(|ctx| {
+                for (k, &i) in indices[slots].iter().enumerate() {
+                    let e = inner.entry(i)?;
+                    inner.read_record(i, &e, &mut part[k * width..(k + 1) * width], ctx)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Gathers dense records into a new vector.
+    pub fn gather_vec(&self, indices: &[u64]) -> Result<Vec<u8>> {
+        let width = self.item_bytes().unwrap_or(0) as usize;
+        let mut out = vec![0u8; indices.len().saturating_mul(width)];
+        self.gather(indices, &mut out)?;
+        Ok(out)
+    }
+
+    /// The output layout of a ragged gather of `indices`, from the table alone.
+    pub fn ragged_layout(&self, indices: &[u64]) -> Result<RaggedLayout> {
+        let inner = &*self.inner;
+        let ndim = match inner.stored.schema.layout {
+            Layout::Ragged { ndim } => ndim,
+            Layout::Dense { .. } => {
+                return Err(Error::Schema(
+                    "ragged_layout on a dense store; use gather".into(),
+                ))
+            }
+        };
+        inner.check_indices(indices)?;
+        let itemsize = inner.stored.schema.dtype.itemsize() as u64;
+        let mut layout = RaggedLayout {
+            cu_seqlens: Vec::with_capacity(indices.len() + 1),
+            shapes: Vec::with_capacity(indices.len() * ndim),
+            values_bytes: 0,
+        };
+        let mut elems = 0u64;
+        layout.cu_seqlens.push(0);
+        for &i in indices {
+            let dims = inner.ragged_shape(i)?;
+            layout.shapes.extend(
+                dims.chunks_exact(4)
+                    .map(|d| u32::from_le_bytes([d[0], d[1], d[2], d[3]])),
+            );
+            elems += u64::from(inner.entry(i)?.logical_len) / itemsize;
+            layout.cu_seqlens.push(elems);
+        }
+        layout.values_bytes = usize::try_from(elems * itemsize)
+            .map_err(|_| Error::arg("ragged batch larger than the address space"))?;
+        Ok(layout)
+    }
+
+    /// Fills `values` (exactly `layout.values_bytes`) with the ragged records
+    /// `indices`, whose layout was computed by [`Store::ragged_layout`].
+    pub fn gather_ragged_into(
+        &self,
+        indices: &[u64],
+        layout: &RaggedLayout,
+        values: &mut [u8],
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        if layout.cu_seqlens.len() != indices.len() + 1 || values.len() != layout.values_bytes {
+            return Err(Error::arg(format!(
+                "ragged layout for {} records / {} bytes does not match {} indices / {} bytes",
+                layout.cu_seqlens.len().saturating_sub(1),
+                layout.values_bytes,
+                indices.len(),
+                values.len()
+            )));
+        }
+        inner.check_indices(indices)?;
+        let itemsize = inner.stored.schema.dtype.itemsize();
+        let avg = layout.values_bytes / indices.len().max(1);
+        let (tasks, per_task) = task_ranges(indices.len(), avg);
+        let out = SharedMut::new(values);
+        let byte_at = |k: usize| layout.cu_seqlens[k] as usize * itemsize;
+        inner.run_tasks(tasks, out.len(), |t| {
+            let slots: Range<usize> = t * per_task..((t + 1) * per_task).min(indices.len());
+            let base = byte_at(slots.start);
+            // SAFETY: task t owns the byte range of its records' slots, disjoint from
+            // other tasks' because cu_seqlens is non-decreasing; each task runs once.
+            let part = unsafe { out.slice(base..byte_at(slots.end)) }
+                .ok_or_else(|| Error::arg("ragged layout outside the values buffer"))?;
+            with_ctx(|ctx| {
+                for k in slots {
+                    let i = indices[k];
+                    let e = inner.entry(i)?;
+                    let dst = part
+                        .get_mut(byte_at(k) - base..byte_at(k + 1) - base)
+                        .ok_or_else(|| Error::arg("ragged layout does not match the store"))?;
+                    inner.read_record(i, &e, dst, ctx)?;
+                }
+                Ok(())
+            })
+        })
+    }
+
+    /// Gathers ragged records into a new batch (values in an aligned buffer).
+    pub fn gather_ragged(&self, indices: &[u64]) -> Result<RaggedBatch> {
+        let layout = self.ragged_layout(indices)?;
+        let mut values =
+            AlignedBuf::new(layout.values_bytes, zring_platform::buffer::DEFAULT_ALIGN)
+                .map_err(|e| Error::io(self.path(), "allocating the values buffer", e))?;
+        self.gather_ragged_into(indices, &layout, &mut values)?;
+        Ok(RaggedBatch {
+            values,
+            cu_seqlens: layout.cu_seqlens,
+            shapes: layout.shapes,
+            ndim: self.schema().ndim(),
+        })
+    }
+
+    /// Checks records `range`: every table entry, every checksum, and that every
+    /// compressed record decodes to its logical length. Returns the first bad record's
+    /// error (the lowest index).
+    pub fn verify_range(&self, range: Range<u64>) -> Result<()> {
+        let inner = &*self.inner;
+        let end = range.end.min(self.len());
+        let start = range.start.min(end);
+        let n = (end - start) as usize;
+        const PER_TASK: usize = 256;
+        let tasks = n.div_ceil(PER_TASK);
+        let errors: Vec<OnceLock<Error>> = (0..tasks).map(|_| OnceLock::new()).collect();
+        Pool::global().run(tasks, inner.helpers(), |t| {
+            let first = start + (t * PER_TASK) as u64;
+            let last = (first + PER_TASK as u64).min(end);
+            let r = with_ctx(|ctx| {
+                let mut buf = Vec::new();
+                for i in first..last {
+                    inner.verify_one(i, &mut buf, ctx)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = r {
+                let _ = errors[t].set(e);
+            }
+        });
+        match errors.into_iter().find_map(OnceLock::into_inner) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks every record (see [`Store::verify_range`]).
+    pub fn verify(&self) -> Result<()> {
+        self.verify_range(0..self.len())
+    }
+}
+
+impl Inner {
+    fn verify_one(&self, i: u64, buf: &mut Vec<u8>, ctx: &mut DecodeCtx) -> Result<()> {
+        let e = self.entry(i)?;
+        if self.stored.schema.is_ragged() {
+            self.ragged_shape(i)?;
+        }
+        let src =
+            &self.map.bytes()[e.offset as usize..(e.offset + u64::from(e.stored_len)) as usize];
+        if format::checksum(src) != e.checksum {
+            return Err(Error::record(&self.path, i, "checksum mismatch"));
+        }
+        if e.codec != RecordCodec::Raw {
+            buf.resize(e.logical_len as usize, 0);
+            self.decode(i, &e, src, buf, ctx, &|_| Ok(()))?;
+        }
+        Ok(())
+    }
+}

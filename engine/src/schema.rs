@@ -1,0 +1,319 @@
+//! What a store holds: its layout, element type, codec and user metadata, and the JSON
+//! form of all of it stored in the file's schema section.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{json, Map, Value};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::MAX_RECORD_BYTES;
+
+/// The most dimensions a record may have (NumPy's limit, less the batch axis).
+pub const MAX_NDIM: usize = 63;
+
+/// How records are shaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Every record has the same shape; `item_shape` may be empty (scalar records).
+    Dense { item_shape: Vec<u64> },
+    /// Each record has its own shape of `ndim` dimensions (ndim >= 1).
+    Ragged { ndim: usize },
+}
+
+/// How a store's records are compressed. Individual records that do not shrink are
+/// stored raw whatever the store's codec (see the per-record tag in docs/format.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Codec {
+    /// Stored as they are.
+    Raw,
+    /// One zstd frame per record.
+    #[default]
+    Zstd,
+    /// One zstd frame per record, compressed with the store's trained dictionary.
+    ZstdDict,
+}
+
+impl Codec {
+    /// The name used in the schema, the CLI and Python.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Zstd => "zstd",
+            Codec::ZstdDict => "zstd-dict",
+        }
+    }
+}
+
+impl fmt::Display for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Codec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "raw" | "none" => Ok(Codec::Raw),
+            "zstd" => Ok(Codec::Zstd),
+            "zstd-dict" | "zstdict" => Ok(Codec::ZstdDict),
+            _ => Err(Error::Schema(format!(
+                "unknown codec {s:?} (expected raw, zstd or zstd-dict)"
+            ))),
+        }
+    }
+}
+
+/// The declared type of a store's records: layout, dtype and user metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schema {
+    pub layout: Layout,
+    pub dtype: DType,
+    /// Free-form string attributes kept with the store (provenance, tokenizer, ...).
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Schema {
+    /// Fixed-shape records of `item_shape` (empty for scalars).
+    pub fn dense(dtype: DType, item_shape: &[u64]) -> Self {
+        Self {
+            layout: Layout::Dense {
+                item_shape: item_shape.to_vec(),
+            },
+            dtype,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Variable-shape records of `ndim` dimensions.
+    pub fn ragged(dtype: DType, ndim: usize) -> Self {
+        Self {
+            layout: Layout::Ragged { ndim },
+            dtype,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one metadata attribute.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Whether records are ragged.
+    pub fn is_ragged(&self) -> bool {
+        matches!(self.layout, Layout::Ragged { .. })
+    }
+
+    /// The number of dimensions of one record.
+    pub fn ndim(&self) -> usize {
+        match &self.layout {
+            Layout::Dense { item_shape } => item_shape.len(),
+            Layout::Ragged { ndim } => *ndim,
+        }
+    }
+
+    /// Bytes per dense record; `None` for ragged stores.
+    pub fn item_bytes(&self) -> Option<u64> {
+        match &self.layout {
+            Layout::Dense { item_shape } => shape_bytes(item_shape, self.dtype),
+            Layout::Ragged { .. } => None,
+        }
+    }
+
+    /// Checks the schema can be stored: rank limits, record size limit.
+    pub fn validate(&self) -> Result<()> {
+        match &self.layout {
+            Layout::Dense { item_shape } => {
+                if item_shape.len() > MAX_NDIM {
+                    return Err(Error::Schema(format!(
+                        "item_shape has {} dimensions; at most {MAX_NDIM} are allowed",
+                        item_shape.len()
+                    )));
+                }
+                match shape_bytes(item_shape, self.dtype) {
+                    Some(b) if b <= MAX_RECORD_BYTES => Ok(()),
+                    _ => Err(Error::Schema(format!(
+                        "a record of shape {item_shape:?} and dtype {} is larger than the {MAX_RECORD_BYTES}-byte record limit",
+                        self.dtype
+                    ))),
+                }
+            }
+            Layout::Ragged { ndim } => {
+                if *ndim == 0 || *ndim > MAX_NDIM {
+                    return Err(Error::Schema(format!(
+                        "ragged ndim must be between 1 and {MAX_NDIM}, got {ndim}"
+                    )));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Bytes of one record of `shape`, or `None` on overflow.
+pub fn shape_bytes(shape: &[u64], dtype: DType) -> Option<u64> {
+    shape
+        .iter()
+        .try_fold(dtype.itemsize() as u64, |acc, &d| acc.checked_mul(d))
+}
+
+/// Everything the schema section of a store says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreSchema {
+    pub schema: Schema,
+    pub codec: Codec,
+    /// The zstd level records were compressed with (informative).
+    pub level: i32,
+    /// The zstd dictionary's id (zstd-dict stores only).
+    pub dict_id: Option<u32>,
+    pub record_count: u64,
+}
+
+impl StoreSchema {
+    /// The JSON text stored in the file.
+    pub fn to_json(&self) -> String {
+        let s = &self.schema;
+        let mut obj = Map::new();
+        obj.insert("format".into(), json!("zring"));
+        match &s.layout {
+            Layout::Dense { item_shape } => {
+                obj.insert("layout".into(), json!("dense"));
+                obj.insert("item_shape".into(), json!(item_shape));
+            }
+            Layout::Ragged { ndim } => {
+                obj.insert("layout".into(), json!("ragged"));
+                obj.insert("ndim".into(), json!(ndim));
+            }
+        }
+        obj.insert("dtype".into(), json!(s.dtype.name()));
+        obj.insert("codec".into(), json!(self.codec.name()));
+        obj.insert("level".into(), json!(self.level));
+        obj.insert("dict_id".into(), json!(self.dict_id));
+        obj.insert("record_count".into(), json!(self.record_count));
+        obj.insert("metadata".into(), json!(s.metadata));
+        Value::Object(obj).to_string()
+    }
+
+    /// Parses and validates the stored JSON; the error text says which field is wrong.
+    pub fn from_json(text: &[u8]) -> std::result::Result<Self, String> {
+        let v: Value = serde_json::from_slice(text).map_err(|e| format!("schema JSON: {e}"))?;
+        let obj = v.as_object().ok_or("schema is not a JSON object")?;
+        let field = |k: &str| obj.get(k).ok_or(format!("schema has no {k:?} field"));
+        let str_field = |k: &str| -> std::result::Result<String, String> {
+            field(k)?
+                .as_str()
+                .map(str::to_string)
+                .ok_or(format!("schema field {k:?} is not a string"))
+        };
+        let u64_field = |k: &str| -> std::result::Result<u64, String> {
+            field(k)?
+                .as_u64()
+                .ok_or(format!("schema field {k:?} is not a non-negative integer"))
+        };
+        if str_field("format")? != "zring" {
+            return Err("schema format is not \"zring\"".into());
+        }
+        let dtype = DType::from_str(&str_field("dtype")?).map_err(|e| e.to_string())?;
+        let layout = match str_field("layout")?.as_str() {
+            "dense" => {
+                let dims = field("item_shape")?
+                    .as_array()
+                    .ok_or("schema item_shape is not a list")?;
+                let item_shape = dims
+                    .iter()
+                    .map(|d| d.as_u64().ok_or("schema item_shape has a non-integer"))
+                    .collect::<std::result::Result<Vec<u64>, _>>()?;
+                Layout::Dense { item_shape }
+            }
+            "ragged" => Layout::Ragged {
+                ndim: usize::try_from(u64_field("ndim")?).map_err(|_| "ndim too large")?,
+            },
+            other => return Err(format!("unknown layout {other:?}")),
+        };
+        let codec = Codec::from_str(&str_field("codec")?).map_err(|e| e.to_string())?;
+        let level = field("level")?
+            .as_i64()
+            .and_then(|l| i32::try_from(l).ok())
+            .ok_or("schema level is not an integer")?;
+        let dict_id = match field("dict_id")? {
+            Value::Null => None,
+            v => Some(
+                v.as_u64()
+                    .and_then(|d| u32::try_from(d).ok())
+                    .ok_or("schema dict_id is not a u32")?,
+            ),
+        };
+        let record_count = u64_field("record_count")?;
+        let mut metadata = BTreeMap::new();
+        for (k, v) in field("metadata")?
+            .as_object()
+            .ok_or("schema metadata is not an object")?
+        {
+            let v = v
+                .as_str()
+                .ok_or(format!("metadata value of {k:?} is not a string"))?;
+            metadata.insert(k.clone(), v.to_string());
+        }
+        let schema = Schema {
+            layout,
+            dtype,
+            metadata,
+        };
+        schema.validate().map_err(|e| e.to_string())?;
+        Ok(Self {
+            schema,
+            codec,
+            level,
+            dict_id,
+            record_count,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_dense_and_ragged() {
+        for schema in [
+            Schema::dense(DType::U8, &[3, 224, 224]).with_metadata("source", "imagenet"),
+            Schema::dense(DType::F32, &[]),
+            Schema::ragged(DType::I32, 2),
+        ] {
+            let stored = StoreSchema {
+                schema,
+                codec: Codec::ZstdDict,
+                level: 3,
+                dict_id: Some(7),
+                record_count: 1 << 40,
+            };
+            let back = StoreSchema::from_json(stored.to_json().as_bytes()).expect("parse");
+            assert_eq!(back, stored);
+        }
+    }
+
+    #[test]
+    fn bad_schemas_name_the_problem() {
+        assert!(Schema::ragged(DType::U8, 0).validate().is_err());
+        assert!(Schema::dense(DType::U64, &[1 << 30, 1 << 30])
+            .validate()
+            .is_err());
+        let err =
+            StoreSchema::from_json(br#"{"format":"zring","dtype":"uint8"}"#).expect_err("missing");
+        assert!(err.contains("layout"), "{err}");
+        assert!(StoreSchema::from_json(b"not json").is_err());
+    }
+
+    #[test]
+    fn codec_names_parse() {
+        for c in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+            assert_eq!(c.name().parse::<Codec>().expect("parse"), c);
+        }
+        assert!("lz4".parse::<Codec>().is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Positional file I/O and durable publish, the same on every platform.
+//!
+//! The engine never seeks: every read and write names its offset, so many threads can
+//! share one `File` without a lock.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+/// Reads exactly `buf.len()` bytes at `offset`; a file that ends first is an
+/// `UnexpectedEof` error (a short read is continued, never returned as success).
+pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let n = std::os::windows::fs::FileExt::seek_read(
+                file,
+                &mut buf[done..],
+                offset + done as u64,
+            )?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file ended before the requested bytes",
+                ));
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Writes all of `buf` at `offset` (a short write is continued).
+pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let n = std::os::windows::fs::FileExt::seek_write(
+                file,
+                &buf[done..],
+                offset + done as u64,
+            )?;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "write returned 0"));
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Makes a rename or create inside `dir` durable (`fsync` of the directory). On
+/// platforms without directory handles this is a no-op.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        File::open(dir)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+/// Tells the kernel that reads of `file` will be random, so it does not waste page
+/// cache and bandwidth on readahead. Advisory: errors are ignored.
+pub fn advise_random(file: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: posix_fadvise only reads its integer arguments; the fd is valid
+        // for the duration of the call because `file` is borrowed.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
+}
+
+/// A read-only mapping of a whole file. An empty file maps to an empty slice.
+///
+/// Stores are immutable once published (they are built under a temporary name and
+/// renamed), so the mapped bytes never change under a reader. A file truncated by
+/// someone else while mapped raises SIGBUS on access, as with every mmap-based store;
+/// the `pread` backend does not touch the data region through the mapping.
+pub struct Mapping {
+    map: Option<memmap2::Mmap>,
+}
+
+impl Mapping {
+    /// Maps `file` read-only.
+    pub fn new(file: &File) -> io::Result<Self> {
+        let len = file.metadata()?.len();
+        if len == 0 {
+            return Ok(Self { map: None });
+        }
+        // SAFETY: the mapping is read-only and zring never writes to a published store;
+        // the caller opened a file that is only ever replaced by rename, never modified
+        // in place (see the type's docs for the truncation caveat).
+        let map = unsafe { memmap2::MmapOptions::new().map(file)? };
+        #[cfg(unix)]
+        {
+            let _ = map.advise(memmap2::Advice::Random);
+        }
+        Ok(Self { map: Some(map) })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.map {
+            Some(map) => map,
+            None => &[],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn positional_round_trip_and_short_file_is_an_error() {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        f.write_all(b"hello world").expect("write");
+        write_all_at(&f, b"W", 6).expect("pwrite");
+        let mut buf = [0u8; 5];
+        read_exact_at(&f, &mut buf, 6).expect("pread");
+        assert_eq!(&buf, b"World");
+        let err = read_exact_at(&f, &mut buf, 8).expect_err("past the end");
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn mapping_sees_the_file_and_empty_files_map_empty() {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        assert!(Mapping::new(&f).expect("map").bytes().is_empty());
+        f.write_all(b"abc").expect("write");
+        assert_eq!(Mapping::new(&f).expect("map").bytes(), b"abc");
+    }
+
+    #[test]
+    fn sync_dir_accepts_a_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        sync_dir(dir.path()).expect("fsync dir");
+    }
+}

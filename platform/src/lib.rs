@@ -1,0 +1,31 @@
+//! zring-platform: the operating-system seams every other zring crate stands on.
+//!
+//! Nothing here knows about records or stores. It holds:
+//!
+//! - [`file`]: positional reads and writes (`pread`/`pwrite` on unix, `seek_read` on
+//!   Windows), durable publish helpers (`fsync` of files and directories), and the
+//!   read-only [`file::Mapping`] used by the `mmap` backend and for mapped metadata.
+//! - [`backend`]: the [`backend::Backend`] choice that the engine's gather path
+//!   dispatches on (`pread`, `mmap`; `uring` comes with the io_uring engine).
+//! - [`buffer`]: [`buffer::AlignedBuf`], heap buffers with a chosen alignment,
+//!   optionally page-locked ("pinned") for DMA.
+//! - [`shared`]: [`shared::SharedMut`], the one place that lets several worker threads
+//!   fill disjoint parts of one caller-owned destination slice.
+//! - [`pool`]: [`pool::Pool`], worker threads that help a caller run a batch of tasks
+//!   (lock-free claiming and completion; idle workers park).
+//! - [`cpu`]: how many cores to use and how to pin a thread to one.
+//!
+//! `unsafe` code in zring lives here, each block with a `SAFETY:` comment.
+
+pub mod backend;
+pub mod buffer;
+pub mod cpu;
+pub mod file;
+pub mod pool;
+pub mod shared;
+
+pub use backend::Backend;
+pub use buffer::AlignedBuf;
+pub use file::Mapping;
+pub use pool::Pool;
+pub use shared::SharedMut;

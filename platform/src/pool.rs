@@ -1,0 +1,305 @@
+//! A fixed pool of worker threads that help the calling thread run a batch of tasks.
+//!
+//! A gather is cut into `tasks` independent pieces; [`Pool::run`] lets up to `helpers`
+//! pooled workers claim pieces alongside the caller, which works too instead of
+//! sleeping, and returns once every piece has finished. Pieces are claimed with one
+//! atomic increment; completion is an atomic count; idle workers park. There is no
+//! mutex anywhere on this path, and many callers may run batches at once.
+
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+use crossbeam_queue::SegQueue;
+
+/// How long an idle worker polls for new work before it parks: long enough to catch
+/// the next batch of a tight gather loop, short enough not to burn a core for nothing.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
+/// How many times a waiting caller polls completion before it parks.
+const WAIT_SPINS: u32 = 2_000;
+
+/// The task function of one batch, with its borrow lifetime erased (see `Job`).
+type TaskFn = dyn Fn(usize) + Sync;
+
+struct Job {
+    /// Points at the caller's closure. SAFETY (of the erasure): it is dereferenced only
+    /// by a thread that claimed a task index below `tasks`, and the caller does not
+    /// return from `run` (so the closure stays alive) until every claimed task has
+    /// finished (`done == tasks`). Threads that claim later never dereference it.
+    task: *const TaskFn,
+    tasks: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    panicked: AtomicBool,
+    owner: Thread,
+}
+
+// SAFETY: the raw pointer is only dereferenced under the protocol described on `task`;
+// the closure itself is Sync, so calling it from several threads is allowed.
+unsafe impl Send for Job {}
+// SAFETY: see Send.
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Claims and runs tasks until none are left. Returns after the last claim.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.tasks {
+                return;
+            }
+            // SAFETY: i < tasks was claimed by this thread, so the caller is still
+            // inside `run` waiting for it (see the field's docs).
+            let task = unsafe { &*self.task };
+            if panic::catch_unwind(AssertUnwindSafe(|| task(i))).is_err() {
+                self.panicked.store(true, Ordering::Relaxed);
+            }
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.tasks {
+                self.owner.unpark();
+            }
+        }
+    }
+}
+
+struct Worker {
+    thread: OnceLock<Thread>,
+    sleeping: AtomicBool,
+}
+
+struct Shared {
+    queue: SegQueue<Arc<Job>>,
+    workers: Vec<Worker>,
+    shutdown: AtomicBool,
+}
+
+/// A pool of `workers` threads. Dropping the pool stops them.
+pub struct Pool {
+    shared: Arc<Shared>,
+}
+
+thread_local! {
+    static IS_WORKER: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Pool {
+    /// Starts `workers` threads; with `pin`, worker k is pinned to core k + 1 so the
+    /// caller's usual core 0 stays free for the caller.
+    pub fn new(workers: usize, pin: bool) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared {
+            queue: SegQueue::new(),
+            workers: (0..workers)
+                .map(|_| Worker {
+                    thread: OnceLock::new(),
+                    sleeping: AtomicBool::new(false),
+                })
+                .collect(),
+            shutdown: AtomicBool::new(false),
+        });
+        for k in 0..workers {
+            let shared2 = Arc::clone(&shared);
+            let handle = thread::Builder::new()
+                .name(format!("zring-worker-{k}"))
+                .spawn(move || worker_loop(&shared2, k, pin))?;
+            let _ = shared.workers[k].thread.set(handle.thread().clone());
+        }
+        Ok(Self { shared })
+    }
+
+    /// The process-wide pool: one worker per core beyond the caller's own
+    /// (`available_cores() - 1`), or `ZRING_THREADS - 1` when that is set.
+    /// Workers are pinned unless `ZRING_PIN=0`.
+    pub fn global() -> &'static Pool {
+        static GLOBAL: OnceLock<Pool> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            let threads = std::env::var("ZRING_THREADS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or_else(crate::cpu::available_cores);
+            let pin = std::env::var("ZRING_PIN").map(|v| v != "0").unwrap_or(true);
+            Pool::new(threads - 1, pin).unwrap_or_else(|_| Pool::inline())
+        })
+    }
+
+    /// A pool with no workers: `run` executes everything on the caller.
+    pub fn inline() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                queue: SegQueue::new(),
+                workers: Vec::new(),
+                shutdown: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The number of pooled worker threads (the caller is not counted).
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    /// Runs `task(0) .. task(tasks - 1)` on the caller and up to `helpers` workers, and
+    /// returns when all have finished. A panic in a task is re-raised here after every
+    /// other task has finished.
+    pub fn run<F: Fn(usize) + Sync>(&self, tasks: usize, helpers: usize, task: F) {
+        let helpers = helpers.min(self.workers()).min(tasks.saturating_sub(1));
+        // A worker that runs a nested batch must not wait on its own pool.
+        if helpers == 0 || IS_WORKER.with(|w| w.get()) {
+            (0..tasks).for_each(task);
+            return;
+        }
+        let task_ref: &(dyn Fn(usize) + Sync + '_) = &task;
+        // SAFETY: only the lifetime is erased, to store the pointer in a 'static Job;
+        // `run` does not return before `done == tasks` (see Job::task).
+        let task_ptr: *const TaskFn = unsafe { std::mem::transmute(task_ref) };
+        let job = Arc::new(Job {
+            task: task_ptr,
+            tasks,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            owner: thread::current(),
+        });
+        for _ in 0..helpers {
+            self.shared.queue.push(Arc::clone(&job));
+        }
+        self.wake(helpers);
+        job.work();
+        let mut spins = 0u32;
+        while job.done.load(Ordering::Acquire) < tasks {
+            if spins < WAIT_SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                // A stale unpark token only causes one extra loop round.
+                thread::park_timeout(Duration::from_millis(1));
+            }
+        }
+        if job.panicked.load(Ordering::Relaxed) {
+            panic!("a zring pool task panicked");
+        }
+    }
+
+    fn wake(&self, mut wanted: usize) {
+        for worker in &self.shared.workers {
+            if wanted == 0 {
+                break;
+            }
+            if worker.sleeping.swap(false, Ordering::AcqRel) {
+                if let Some(t) = worker.thread.get() {
+                    t.unpark();
+                }
+                wanted -= 1;
+            }
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        for worker in &self.shared.workers {
+            if let Some(t) = worker.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+fn worker_loop(shared: &Shared, k: usize, pin: bool) {
+    IS_WORKER.with(|w| w.set(true));
+    if pin {
+        crate::cpu::pin_current_thread(k + 1);
+    }
+    let me = &shared.workers[k];
+    loop {
+        if let Some(job) = shared.queue.pop() {
+            job.work();
+            continue;
+        }
+        if shared.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let mut found = false;
+        while start.elapsed() < IDLE_SPIN {
+            if !shared.queue.is_empty() {
+                found = true;
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if found {
+            continue;
+        }
+        me.sleeping.store(true, Ordering::Release);
+        // Re-check after announcing sleep: a push that missed the flag is seen here.
+        if shared.queue.is_empty() && !shared.shutdown.load(Ordering::Acquire) {
+            thread::park_timeout(Duration::from_millis(100));
+        }
+        me.sleeping.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_runs_exactly_once() {
+        let pool = Pool::new(3, false).expect("pool");
+        for tasks in [0usize, 1, 2, 7, 100, 1000] {
+            let hits: Vec<AtomicUsize> = (0..tasks).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(tasks, 3, |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn many_callers_share_one_pool() {
+        let pool = Pool::new(2, false).expect("pool");
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        pool.run(16, 2, |i| {
+                            total.fetch_add(i, Ordering::Relaxed);
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            total.load(Ordering::Relaxed),
+            8 * 200 * (0..16).sum::<usize>()
+        );
+    }
+
+    #[test]
+    fn a_panicking_task_is_reraised_after_the_others_finish() {
+        let pool = Pool::new(2, false).expect("pool");
+        let finished = AtomicUsize::new(0);
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.run(50, 2, |i| {
+                if i == 10 {
+                    panic!("boom");
+                }
+                finished.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert!(result.is_err());
+        assert_eq!(finished.load(Ordering::Relaxed), 49);
+    }
+
+    #[test]
+    fn inline_pool_runs_on_the_caller() {
+        let pool = Pool::inline();
+        let me = thread::current().id();
+        pool.run(5, 4, |_| assert_eq!(thread::current().id(), me));
+    }
+}
