@@ -6,14 +6,14 @@
 //! read (pread) straight into their slot; compressed records decompress straight into
 //! their slot from the mapping or from per-thread scratch. No lock is taken.
 
-use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use zring_platform::{file, AlignedBuf, Backend, Pool, SharedMut};
+use zring_platform::{AlignedBuf, Pool, SharedMut};
 
 use crate::error::{Error, Result};
-use crate::format::{self, Entry, RecordCodec};
+use crate::format::{self, RecordCodec};
+use crate::read::{with_ctx, DecodeCtx};
 use crate::schema::Layout;
 use crate::store::{Inner, Store};
 
@@ -24,155 +24,7 @@ const TASK_BYTES: usize = 256 << 10;
 /// costs more than the copy.
 const INLINE_BYTES: usize = 64 << 10;
 
-/// Per-thread decoding state, reused across gathers and stores.
-pub(crate) struct DecodeCtx {
-    scratch: Vec<u8>,
-    plain: Option<zstd::bulk::Decompressor<'static>>,
-    /// Decompressors with a store's dictionary loaded, by store id (most recent last).
-    with_dict: Vec<(u64, zstd::bulk::Decompressor<'static>)>,
-}
-
-/// How many dictionary decoders a thread keeps (one per recently read store).
-const DICT_CACHE: usize = 8;
-
-thread_local! {
-    static CTX: RefCell<DecodeCtx> = const {
-        RefCell::new(DecodeCtx { scratch: Vec::new(), plain: None, with_dict: Vec::new() })
-    };
-}
-
-/// Runs `f` with this thread's decoding state.
-pub(crate) fn with_ctx<T>(f: impl FnOnce(&mut DecodeCtx) -> Result<T>) -> Result<T> {
-    CTX.with(|c| match c.try_borrow_mut() {
-        Ok(mut ctx) => f(&mut ctx),
-        // Re-entrant use (not expected): fall back to a fresh context.
-        Err(_) => f(&mut DecodeCtx {
-            scratch: Vec::new(),
-            plain: None,
-            with_dict: Vec::new(),
-        }),
-    })
-}
-
-impl DecodeCtx {
-    fn decompressor(
-        &mut self,
-        inner: &Inner,
-        dict: bool,
-    ) -> Result<&mut zstd::bulk::Decompressor<'static>> {
-        let codec_err =
-            |e: std::io::Error| Error::Codec(format!("cannot create a decompressor: {e}"));
-        if !dict {
-            if self.plain.is_none() {
-                self.plain = Some(zstd::bulk::Decompressor::new().map_err(codec_err)?);
-            }
-            return self
-                .plain
-                .as_mut()
-                .ok_or_else(|| Error::Codec("no decompressor".into()));
-        }
-        match self.with_dict.iter().position(|(id, _)| *id == inner.id) {
-            Some(k) => {
-                let hit = self.with_dict.remove(k);
-                self.with_dict.push(hit);
-            }
-            None => {
-                let d = zstd::bulk::Decompressor::with_dictionary(inner.section(inner.footer.dict))
-                    .map_err(codec_err)?;
-                if self.with_dict.len() == DICT_CACHE {
-                    self.with_dict.remove(0);
-                }
-                self.with_dict.push((inner.id, d));
-            }
-        }
-        self.with_dict
-            .last_mut()
-            .map(|(_, d)| d)
-            .ok_or_else(|| Error::Codec("no decompressor".into()))
-    }
-}
-
 impl Inner {
-    /// Fills `dst` (exactly `logical_len` bytes) with record `index`.
-    pub(crate) fn read_record(
-        &self,
-        index: u64,
-        e: &Entry,
-        dst: &mut [u8],
-        ctx: &mut DecodeCtx,
-    ) -> Result<()> {
-        let stored = e.stored_len as usize;
-        if dst.len() != e.logical_len as usize {
-            return Err(Error::arg(format!(
-                "destination slot of {} bytes for record {index} of {} bytes",
-                dst.len(),
-                e.logical_len
-            )));
-        }
-        let verify = |bytes: &[u8]| -> Result<()> {
-            if self.verify && format::checksum(bytes) != e.checksum {
-                return Err(Error::record(&self.path, index, "checksum mismatch"));
-            }
-            Ok(())
-        };
-        let read = |buf: &mut [u8]| -> Result<()> {
-            file::read_exact_at(&self.file, buf, e.offset).map_err(|err| match err.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    Error::record(&self.path, index, "the file ends inside the record")
-                }
-                _ => Error::io(&self.path, "reading a record", err),
-            })
-        };
-        let mapped = || &self.map.bytes()[e.offset as usize..e.offset as usize + stored];
-        if e.codec == RecordCodec::Raw {
-            if self.backend == Backend::Pread {
-                read(dst)?;
-                return verify(dst);
-            }
-            let src = mapped();
-            verify(src)?;
-            dst.copy_from_slice(src);
-            return Ok(());
-        }
-        let DecodeCtx { scratch, .. } = ctx;
-        let src: &[u8] = if self.backend == Backend::Pread {
-            if scratch.len() < stored {
-                scratch.resize(stored, 0);
-            }
-            read(&mut scratch[..stored])?;
-            // Move the scratch out so the decompressor (also in ctx) can be borrowed.
-            let owned = std::mem::take(scratch);
-            let result = self.decode(index, e, &owned[..stored], dst, ctx, &verify);
-            ctx.scratch = owned;
-            return result;
-        } else {
-            mapped()
-        };
-        self.decode(index, e, src, dst, ctx, &verify)
-    }
-
-    fn decode(
-        &self,
-        index: u64,
-        e: &Entry,
-        src: &[u8],
-        dst: &mut [u8],
-        ctx: &mut DecodeCtx,
-        verify: &dyn Fn(&[u8]) -> Result<()>,
-    ) -> Result<()> {
-        verify(src)?;
-        let d = ctx.decompressor(self, e.codec == RecordCodec::ZstdDict)?;
-        match d.decompress_to_buffer(src, dst) {
-            Ok(n) if n == dst.len() => Ok(()),
-            Ok(n) => Err(Error::record(
-                &self.path,
-                index,
-                format!("decompressed to {n} bytes, the table says {}", dst.len()),
-            )),
-            Err(err) => Err(Error::record(&self.path, index, format!("zstd: {err}"))),
-        }
-    }
-
     fn helpers(&self) -> usize {
         match self.threads {
             0 => usize::MAX,
@@ -295,13 +147,8 @@ impl Store {
             // disjoint from every other task's; each task index runs once.
             let part = unsafe { out.slice(slots.start * width..slots.end * width) }
                 .ok_or_else(|| Error::arg("task outside the destination"))?;
-            with_ctx(|ctx| {
-                for (k, &i) in indices[slots].iter().enumerate() {
-                    let e = inner.entry(i)?;
-                    inner.read_record(i, &e, &mut part[k * width..(k + 1) * width], ctx)?;
-                }
-                Ok(())
-            })
+            let items = indices[slots].iter().copied().zip(part.chunks_mut(width));
+            with_ctx(|ctx| inner.read_many(items, ctx))
         })
     }
 
@@ -315,6 +162,14 @@ impl Store {
 
     /// The output layout of a ragged gather of `indices`, from the table alone.
     pub fn ragged_layout(&self, indices: &[u64]) -> Result<RaggedLayout> {
+        let mut layout = RaggedLayout::default();
+        self.ragged_layout_into(indices, &mut layout)?;
+        Ok(layout)
+    }
+
+    /// [`Store::ragged_layout`] into an existing layout, reusing its vectors'
+    /// capacity (a loader that recycles layouts allocates nothing per batch).
+    pub fn ragged_layout_into(&self, indices: &[u64], layout: &mut RaggedLayout) -> Result<()> {
         let inner = &*self.inner;
         let ndim = match inner.stored.schema.layout {
             Layout::Ragged { ndim } => ndim,
@@ -326,11 +181,11 @@ impl Store {
         };
         inner.check_indices(indices)?;
         let itemsize = inner.stored.schema.dtype.itemsize() as u64;
-        let mut layout = RaggedLayout {
-            cu_seqlens: Vec::with_capacity(indices.len() + 1),
-            shapes: Vec::with_capacity(indices.len() * ndim),
-            values_bytes: 0,
-        };
+        layout.cu_seqlens.clear();
+        layout.cu_seqlens.reserve(indices.len() + 1);
+        layout.shapes.clear();
+        layout.shapes.reserve(indices.len() * ndim);
+        layout.values_bytes = 0;
         let mut elems = 0u64;
         layout.cu_seqlens.push(0);
         for &i in indices {
@@ -344,7 +199,7 @@ impl Store {
         }
         layout.values_bytes = usize::try_from(elems * itemsize)
             .map_err(|_| Error::arg("ragged batch larger than the address space"))?;
-        Ok(layout)
+        Ok(())
     }
 
     /// Fills `values` (exactly `layout.values_bytes`) with the ragged records
@@ -365,8 +220,15 @@ impl Store {
                 values.len()
             )));
         }
-        inner.check_indices(indices)?;
         let itemsize = inner.stored.schema.dtype.itemsize();
+        let monotonic = layout.cu_seqlens.windows(2).all(|w| w[0] <= w[1]);
+        let ends = layout.cu_seqlens.last().map(|&c| c as usize * itemsize);
+        if layout.cu_seqlens.first() != Some(&0) || !monotonic || ends != Some(values.len()) {
+            return Err(Error::arg(
+                "ragged layout is not a valid cu_seqlens for this values buffer",
+            ));
+        }
+        inner.check_indices(indices)?;
         let avg = layout.values_bytes / indices.len().max(1);
         let (tasks, per_task) = task_ranges(indices.len(), avg);
         let out = SharedMut::new(values);
@@ -378,17 +240,16 @@ impl Store {
             // other tasks' because cu_seqlens is non-decreasing; each task runs once.
             let part = unsafe { out.slice(base..byte_at(slots.end)) }
                 .ok_or_else(|| Error::arg("ragged layout outside the values buffer"))?;
-            with_ctx(|ctx| {
-                for k in slots {
-                    let i = indices[k];
-                    let e = inner.entry(i)?;
-                    let dst = part
-                        .get_mut(byte_at(k) - base..byte_at(k + 1) - base)
-                        .ok_or_else(|| Error::arg("ragged layout does not match the store"))?;
-                    inner.read_record(i, &e, dst, ctx)?;
-                }
-                Ok(())
-            })
+            let mut rest = part;
+            let items = slots.map(|k| {
+                // cu_seqlens was checked non-decreasing and to end at the buffer's
+                // length, so the split always fits.
+                let len = byte_at(k + 1) - byte_at(k);
+                let (slot, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                rest = tail;
+                (indices[k], slot)
+            });
+            with_ctx(|ctx| inner.read_many(items, ctx))
         })
     }
 
@@ -457,7 +318,7 @@ impl Inner {
         }
         if e.codec != RecordCodec::Raw {
             buf.resize(e.logical_len as usize, 0);
-            self.decode(i, &e, src, buf, ctx, &|_| Ok(()))?;
+            self.decode_into(i, &e, src, buf, ctx.decoders())?;
         }
         Ok(())
     }

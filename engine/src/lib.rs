@@ -31,6 +31,7 @@ pub mod dtype;
 pub mod error;
 pub mod format;
 pub mod gather;
+mod read;
 pub mod schema;
 pub mod store;
 pub mod writer;

@@ -22,6 +22,11 @@ pub struct ReadOptions {
     /// Threads per gather, counting the caller: 0 means the caller plus every pool
     /// worker (one per core); 1 means the caller alone.
     pub threads: usize,
+    /// Reads each thread keeps in flight with the `uring` backend (1..=256).
+    pub queue_depth: usize,
+    /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
+    /// benchmarks). Needs a file system that supports it; not with `mmap`.
+    pub direct: bool,
 }
 
 impl Default for ReadOptions {
@@ -30,6 +35,8 @@ impl Default for ReadOptions {
             backend: Backend::Auto,
             verify_checksums: false,
             threads: 0,
+            queue_depth: 64,
+            direct: false,
         }
     }
 }
@@ -60,6 +67,9 @@ pub struct StoreStats {
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
     pub(crate) file: File,
+    /// A second handle opened with O_DIRECT, when direct reads were asked.
+    pub(crate) direct_file: Option<File>,
+    pub(crate) queue_depth: usize,
     pub(crate) map: Mapping,
     pub(crate) footer: Footer,
     pub(crate) stored: StoreSchema,
@@ -112,19 +122,25 @@ impl Store {
         let footer_at = bytes.len() - BLOCK;
         let footer = Footer::decode(&bytes[footer_at..]).map_err(|e| block_err(e, "footer"))?;
         let stored = check_layout(&path, bytes, &superblock, &footer)?;
-        let backend = match opts.backend {
-            Backend::Auto => Backend::Mmap,
-            b => b,
-        };
-        if backend == Backend::Pread {
+        let backend = resolve_backend(&path, &opts, &map, &footer)?;
+        if backend != Backend::Mmap {
             file::advise_random(&file);
         }
+        let direct_file = match opts.direct {
+            true => Some(
+                file::open_direct(&path)
+                    .map_err(|e| Error::io(&path, "opening with O_DIRECT", e))?,
+            ),
+            false => None,
+        };
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         let item_bytes = stored.schema.item_bytes();
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
                 file,
+                direct_file,
+                queue_depth: opts.queue_depth.clamp(1, zring_platform::uring::MAX_DEPTH),
                 map,
                 footer,
                 stored,
@@ -247,7 +263,7 @@ impl Store {
             self.inner.ragged_shape(index)?;
         }
         let mut out = vec![0u8; e.logical_len as usize];
-        crate::gather::with_ctx(|ctx| self.inner.read_record(index, &e, &mut out, ctx))?;
+        crate::read::with_ctx(|ctx| self.inner.read_record(index, &e, &mut out, ctx))?;
         Ok(out)
     }
 }
@@ -355,6 +371,43 @@ impl Inner {
         }
         Ok(dims)
     }
+}
+
+/// How many pages of the data region `Auto` samples for page-cache residency.
+const RESIDENCY_SAMPLES: u64 = 32;
+
+/// Resolves `Auto` and checks the combination asked for. `Auto` takes `Mmap` when
+/// at least 3/4 of sampled data pages are resident (warm data: no syscall per record
+/// wins) and `Uring` otherwise or with O_DIRECT; `Uring` degrades to `Pread` where
+/// io_uring is unavailable (the platform prints why, once).
+fn resolve_backend(path: &Path, opts: &ReadOptions, map: &Mapping, f: &Footer) -> Result<Backend> {
+    let wanted = match opts.backend {
+        Backend::Mmap if opts.direct => {
+            return Err(Error::arg(format!(
+                "{}: O_DIRECT reads need the pread or uring backend, not mmap",
+                path.display()
+            )))
+        }
+        Backend::Auto if opts.direct => Backend::Uring,
+        Backend::Auto => {
+            let resident = (0..RESIDENCY_SAMPLES)
+                .filter(|k| {
+                    let at = f.data.offset + f.data.len * k / RESIDENCY_SAMPLES;
+                    map.is_resident(at as usize).unwrap_or(true)
+                })
+                .count() as u64;
+            if f.data.len == 0 || resident * 4 >= RESIDENCY_SAMPLES * 3 {
+                Backend::Mmap
+            } else {
+                Backend::Uring
+            }
+        }
+        b => b,
+    };
+    if wanted == Backend::Uring && !zring_platform::uring::available() {
+        return Ok(Backend::Pread);
+    }
+    Ok(wanted)
 }
 
 /// Checks footer fields against the file and the superblock, the section checksums

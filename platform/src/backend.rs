@@ -11,20 +11,25 @@ use std::str::FromStr;
 /// - `Mmap`: copy (or decompress) straight out of a read-only mapping of the store.
 ///   No syscall per record, so it wins for small records resident in the page cache.
 ///   A page that is not resident is faulted in synchronously.
-/// - `Auto`: the engine's choice per store; today it picks `Mmap` (warm small and large
-///   records measured fastest, see docs/benchmarks.md) and the io_uring engine will
-///   refine it.
+/// - `Uring`: batched reads through a per-thread io_uring (Linux), many in flight at
+///   once; the fastest way to read data that is not in the page cache, and the one
+///   that makes O_DIRECT reads reach the device's IOPS. Falls back to `Pread` where
+///   io_uring is unavailable.
+/// - `Auto`: the engine's choice per store at open: `Mmap` when the store's data is
+///   resident in the page cache (sampled with `mincore`), `Uring` when it is not or
+///   when O_DIRECT is asked (see docs/benchmarks.md for the measurements behind it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Backend {
     #[default]
     Auto,
     Pread,
     Mmap,
+    Uring,
 }
 
 impl Backend {
     /// All concrete backends, for tests that check they agree byte for byte.
-    pub const CONCRETE: [Backend; 2] = [Backend::Pread, Backend::Mmap];
+    pub const CONCRETE: [Backend; 3] = [Backend::Pread, Backend::Mmap, Backend::Uring];
 
     /// The name used on the command line and in Python.
     pub fn name(self) -> &'static str {
@@ -32,6 +37,7 @@ impl Backend {
             Backend::Auto => "auto",
             Backend::Pread => "pread",
             Backend::Mmap => "mmap",
+            Backend::Uring => "uring",
         }
     }
 }
@@ -50,8 +56,9 @@ impl FromStr for Backend {
             "auto" => Ok(Backend::Auto),
             "pread" => Ok(Backend::Pread),
             "mmap" => Ok(Backend::Mmap),
+            "uring" | "io_uring" | "io-uring" => Ok(Backend::Uring),
             other => Err(format!(
-                "unknown backend {other:?} (expected auto, pread or mmap)"
+                "unknown backend {other:?} (expected auto, pread, mmap or uring)"
             )),
         }
     }

@@ -89,6 +89,32 @@ pub fn advise_random(file: &File) {
     let _ = file;
 }
 
+/// Opens `path` read-only with O_DIRECT (Linux): reads bypass the page cache and must
+/// use offsets, lengths and buffer addresses aligned to [`DIRECT_ALIGN`]. Fails with
+/// the OS error where the file system does not support it (tmpfs, for example).
+pub fn open_direct(path: &Path) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "O_DIRECT reads are only implemented on Linux",
+        ))
+    }
+}
+
+/// The alignment O_DIRECT reads use: offsets, lengths and buffers are multiples of it.
+/// 4096 covers every common logical block size (512 and 4096).
+pub const DIRECT_ALIGN: usize = 4096;
+
 /// A read-only mapping of a whole file. An empty file maps to an empty slice.
 ///
 /// Stores are immutable once published (they are built under a temporary name and
@@ -115,6 +141,33 @@ impl Mapping {
             let _ = map.advise(memmap2::Advice::Random);
         }
         Ok(Self { map: Some(map) })
+    }
+
+    /// Whether the page holding byte `offset` is resident in the page cache
+    /// (`mincore`); `None` where that cannot be asked.
+    pub fn is_resident(&self, offset: usize) -> Option<bool> {
+        let map = self.map.as_ref()?;
+        if offset >= map.len() {
+            return None;
+        }
+        #[cfg(unix)]
+        {
+            let page = crate::buffer::page_size();
+            let start = offset / page * page;
+            let mut vec = [0u8; 1];
+            // SAFETY: [start, start + 1) lies inside the live mapping (offset < len and
+            // the mapping starts page-aligned); `vec` has room for the one page asked.
+            let rc = unsafe {
+                libc::mincore(
+                    map.as_ptr().add(start) as *mut libc::c_void,
+                    1,
+                    vec.as_mut_ptr().cast(),
+                )
+            };
+            (rc == 0).then_some(vec[0] & 1 == 1)
+        }
+        #[cfg(not(unix))]
+        None
     }
 
     /// The mapped bytes.
@@ -149,6 +202,16 @@ mod tests {
         assert!(Mapping::new(&f).expect("map").bytes().is_empty());
         f.write_all(b"abc").expect("write");
         assert_eq!(Mapping::new(&f).expect("map").bytes(), b"abc");
+    }
+
+    #[test]
+    fn pages_just_written_are_resident() {
+        let mut f = tempfile::tempfile().expect("tempfile");
+        f.write_all(&vec![1u8; 3 * 4096]).expect("write");
+        let map = Mapping::new(&f).expect("map");
+        assert_eq!(map.bytes()[5000], 1);
+        assert_eq!(map.is_resident(5000), Some(true));
+        assert_eq!(map.is_resident(1 << 30), None);
     }
 
     #[test]

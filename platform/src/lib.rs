@@ -9,23 +9,30 @@
 //!   dispatches on (`pread`, `mmap`; `uring` comes with the io_uring engine).
 //! - [`buffer`]: [`buffer::AlignedBuf`], heap buffers with a chosen alignment,
 //!   optionally page-locked ("pinned") for DMA.
+//! - [`bufpool`]: [`bufpool::BufPool`], a bounded pool that recycles those buffers
+//!   by size class (a loader's steady state allocates nothing).
 //! - [`shared`]: [`shared::SharedMut`], the one place that lets several worker threads
 //!   fill disjoint parts of one caller-owned destination slice.
 //! - [`pool`]: [`pool::Pool`], worker threads that help a caller run a batch of tasks
 //!   (lock-free claiming and completion; idle workers park).
+//! - [`uring`]: batched reads through a per-thread io_uring, with the availability
+//!   probe and the one-line fallback notice.
 //! - [`cpu`]: how many cores to use and how to pin a thread to one.
 //!
 //! `unsafe` code in zring lives here, each block with a `SAFETY:` comment.
 
 pub mod backend;
 pub mod buffer;
+pub mod bufpool;
 pub mod cpu;
 pub mod file;
 pub mod pool;
 pub mod shared;
+pub mod uring;
 
 pub use backend::Backend;
 pub use buffer::AlignedBuf;
+pub use bufpool::{BufPool, BufPoolOptions, PooledBuf};
 pub use file::Mapping;
 pub use pool::Pool;
 pub use shared::SharedMut;

@@ -1,0 +1,505 @@
+//! A bounded pool of [`AlignedBuf`]s recycled by size class.
+//!
+//! A loader fills a batch buffer, hands it to the consumer, and wants it back when
+//! the consumer is done, so a steady run allocates (and page-faults, and for pinned
+//! buffers `mlock`s) nothing per batch. [`BufPool::get`] returns a [`PooledBuf`] whose
+//! capacity is the request rounded up to a size class; dropping it puts the buffer
+//! back on the free list of its class, unless the pool already keeps
+//! [`BufPoolOptions::max_free`] buffers or [`BufPoolOptions::max_free_bytes`] bytes,
+//! in which case it is freed. The free lists sit behind one short mutex (a push or a
+//! pop, never I/O or a copy); the statistics are atomics.
+//!
+//! Size classes: requests up to 4 KiB share one class; above that a class is the
+//! request rounded up to a quarter of its power of two (`2^k`, `1.25 * 2^k`,
+//! `1.5 * 2^k`, `1.75 * 2^k`), so a buffer wastes at most 25%. A request may also
+//! take a free buffer of a larger class up to 1.5 times its own, so batches whose
+//! size varies a little (ragged records) keep reusing the same buffers.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::buffer::{AlignedBuf, DEFAULT_ALIGN};
+
+/// The smallest size class: every request up to this many bytes shares it.
+pub const MIN_CLASS_BYTES: usize = 4096;
+
+/// How a [`BufPool`] allocates and how much it keeps.
+#[derive(Clone, Debug)]
+pub struct BufPoolOptions {
+    /// Alignment of every buffer's start (a power of two; pinned buffers are also
+    /// page-aligned).
+    pub align: usize,
+    /// Allocate page-locked buffers (`mlock`, see [`AlignedBuf::pinned`]). A `get`
+    /// that cannot pin fails with the OS error (usually `RLIMIT_MEMLOCK`); recycling
+    /// matters most here because pinning costs a syscall and page faults.
+    pub pinned: bool,
+    /// At most this many free buffers are kept; a buffer returned beyond that is freed.
+    pub max_free: usize,
+    /// At most this many bytes (of capacity) are kept in free buffers.
+    pub max_free_bytes: usize,
+}
+
+impl Default for BufPoolOptions {
+    fn default() -> Self {
+        Self {
+            align: DEFAULT_ALIGN,
+            pinned: false,
+            max_free: 64,
+            max_free_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Counters of a pool, for tests, benchmarks and leak hunting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufPoolStats {
+    /// Buffers allocated since the pool was made (a steady run stops increasing it).
+    pub allocations: u64,
+    /// `get` calls served from a free list.
+    pub reuses: u64,
+    /// Returned buffers that were freed because the pool was full.
+    pub released: u64,
+    /// Buffers handed out and not yet returned.
+    pub live: usize,
+    /// The largest `live` seen since the pool was made (or since
+    /// [`BufPool::reset_high_water`]).
+    pub live_high_water: usize,
+    /// Buffers on the free lists.
+    pub free: usize,
+    /// Capacity bytes on the free lists.
+    pub free_bytes: usize,
+}
+
+/// A pool of aligned buffers; cloning shares the pool.
+#[derive(Clone)]
+pub struct BufPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    opts: BufPoolOptions,
+    free: Mutex<FreeLists>,
+    allocations: AtomicU64,
+    reuses: AtomicU64,
+    released: AtomicU64,
+    live: AtomicUsize,
+    live_high_water: AtomicUsize,
+}
+
+#[derive(Default)]
+struct FreeLists {
+    /// Free buffers by capacity (always a size class). Emptied lists stay in the map
+    /// so that a steady run does not reallocate map nodes or list storage.
+    by_class: BTreeMap<usize, Vec<AlignedBuf>>,
+    count: usize,
+    bytes: usize,
+}
+
+/// The size class (capacity) that serves a request of `len` bytes.
+pub fn size_class(len: usize) -> usize {
+    if len <= MIN_CLASS_BYTES || len.is_power_of_two() {
+        return len.max(MIN_CLASS_BYTES);
+    }
+    let low = 1usize << (usize::BITS - 1 - len.leading_zeros());
+    let step = low / 4;
+    len.div_ceil(step).checked_mul(step).unwrap_or(len)
+}
+
+impl BufPool {
+    /// An empty pool; nothing is allocated until the first `get`.
+    pub fn new(opts: BufPoolOptions) -> io::Result<Self> {
+        if !opts.align.is_power_of_two() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("pool alignment {} is not a power of two", opts.align),
+            ));
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                opts,
+                free: Mutex::new(FreeLists::default()),
+                allocations: AtomicU64::new(0),
+                reuses: AtomicU64::new(0),
+                released: AtomicU64::new(0),
+                live: AtomicUsize::new(0),
+                live_high_water: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    /// The options the pool was made with.
+    pub fn options(&self) -> &BufPoolOptions {
+        &self.inner.opts
+    }
+
+    /// A buffer of exactly `len` visible bytes (its capacity is `len`'s size class or
+    /// a little more). A recycled buffer holds whatever its previous user wrote; a
+    /// fresh one is zeroed. Fails only if a fresh buffer cannot be allocated or pinned.
+    pub fn get(&self, len: usize) -> io::Result<PooledBuf> {
+        let class = size_class(len);
+        let reused = self.inner.pop(class);
+        let buf = match reused {
+            Some(buf) => {
+                self.inner.reuses.fetch_add(1, Ordering::Relaxed);
+                buf
+            }
+            None => {
+                let opts = &self.inner.opts;
+                let buf = if opts.pinned {
+                    AlignedBuf::pinned(class, opts.align)?
+                } else {
+                    AlignedBuf::new(class, opts.align)?
+                };
+                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+                buf
+            }
+        };
+        let live = self.inner.live.fetch_add(1, Ordering::Relaxed) + 1;
+        self.inner
+            .live_high_water
+            .fetch_max(live, Ordering::Relaxed);
+        Ok(PooledBuf {
+            buf: Some(buf),
+            len,
+            pool: Arc::clone(&self.inner),
+        })
+    }
+
+    /// The pool's counters now.
+    pub fn stats(&self) -> BufPoolStats {
+        let (free, free_bytes) = {
+            let lists = self.inner.lock();
+            (lists.count, lists.bytes)
+        };
+        BufPoolStats {
+            allocations: self.inner.allocations.load(Ordering::Relaxed),
+            reuses: self.inner.reuses.load(Ordering::Relaxed),
+            released: self.inner.released.load(Ordering::Relaxed),
+            live: self.inner.live.load(Ordering::Relaxed),
+            live_high_water: self.inner.live_high_water.load(Ordering::Relaxed),
+            free,
+            free_bytes,
+        }
+    }
+
+    /// Restarts the `live_high_water` count from the current `live`.
+    pub fn reset_high_water(&self) {
+        let live = self.inner.live.load(Ordering::Relaxed);
+        self.inner.live_high_water.store(live, Ordering::Relaxed);
+    }
+
+    /// Frees every buffer on the free lists (buffers in use are not affected).
+    pub fn trim(&self) {
+        let taken = {
+            let mut lists = self.inner.lock();
+            lists.count = 0;
+            lists.bytes = 0;
+            std::mem::take(&mut lists.by_class)
+        };
+        drop(taken);
+    }
+}
+
+impl std::fmt::Debug for BufPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufPool")
+            .field("options", &self.inner.opts)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, FreeLists> {
+        // The lists are consistent after every push or pop, so a panic elsewhere
+        // while the lock was held cannot leave them broken.
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The smallest free buffer of `class` up to 1.5 x `class`.
+    fn pop(&self, class: usize) -> Option<AlignedBuf> {
+        let limit = class.saturating_add(class / 2);
+        let mut lists = self.lock();
+        if lists.count == 0 {
+            return None;
+        }
+        let buf = lists
+            .by_class
+            .range_mut(class..=limit)
+            .find_map(|(_, list)| list.pop())?;
+        lists.count -= 1;
+        lists.bytes -= buf.len();
+        Some(buf)
+    }
+
+    /// Takes a returned buffer back, or frees it (outside the lock) if the pool is full.
+    fn put(&self, buf: AlignedBuf) {
+        self.live.fetch_sub(1, Ordering::Relaxed);
+        let cap = buf.len();
+        let rejected = {
+            let mut lists = self.lock();
+            let fits = lists.count < self.opts.max_free
+                && lists.bytes.saturating_add(cap) <= self.opts.max_free_bytes;
+            if fits {
+                lists.count += 1;
+                lists.bytes += cap;
+                lists.by_class.entry(cap).or_default().push(buf);
+                None
+            } else {
+                Some(buf)
+            }
+        };
+        if rejected.is_some() {
+            self.released.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(rejected);
+    }
+}
+
+/// A buffer on loan from a [`BufPool`]: derefs to its `len` visible bytes and goes
+/// back to the pool when dropped.
+pub struct PooledBuf {
+    /// Always `Some` until drop or `detach`.
+    buf: Option<AlignedBuf>,
+    len: usize,
+    pool: Arc<Inner>,
+}
+
+impl PooledBuf {
+    /// Bytes actually allocated (at least `len`).
+    pub fn capacity(&self) -> usize {
+        self.buf.as_ref().map_or(0, |b| b.len())
+    }
+
+    /// Whether the buffer is page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.buf.as_ref().is_some_and(AlignedBuf::is_pinned)
+    }
+
+    /// The alignment of the buffer's start.
+    pub fn align(&self) -> usize {
+        self.buf.as_ref().map_or(1, AlignedBuf::align)
+    }
+
+    /// Takes the whole underlying buffer (all of its capacity) out of the pool for
+    /// good: it will be freed, not recycled, when dropped.
+    pub fn detach(mut self) -> AlignedBuf {
+        self.pool.live.fetch_sub(1, Ordering::Relaxed);
+        self.buf
+            .take()
+            .expect("a PooledBuf holds its buffer until it is dropped or detached")
+    }
+}
+
+impl Deref for PooledBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.buf {
+            Some(b) => &b[..self.len],
+            None => &[],
+        }
+    }
+}
+
+impl DerefMut for PooledBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match &mut self.buf {
+            Some(b) => &mut b[..self.len],
+            None => &mut [],
+        }
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            self.pool.put(buf);
+        }
+    }
+}
+
+impl std::fmt::Debug for PooledBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PooledBuf")
+            .field("len", &self.len)
+            .field("capacity", &self.capacity())
+            .field("pinned", &self.is_pinned())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(max_free: usize) -> BufPool {
+        BufPool::new(BufPoolOptions {
+            max_free,
+            ..BufPoolOptions::default()
+        })
+        .expect("pool")
+    }
+
+    #[test]
+    fn size_classes_round_up_by_at_most_a_quarter() {
+        assert_eq!(size_class(0), MIN_CLASS_BYTES);
+        assert_eq!(size_class(1), MIN_CLASS_BYTES);
+        assert_eq!(size_class(4096), 4096);
+        assert_eq!(size_class(4097), 5120);
+        assert_eq!(size_class(8192), 8192);
+        assert_eq!(size_class(8193), 10240);
+        assert_eq!(size_class(150_528), 163_840);
+        for len in (4097..1 << 20).step_by(997) {
+            let c = size_class(len);
+            assert!(c >= len && c <= len + len / 4, "{len} -> {c}");
+            assert_eq!(size_class(c), c, "a class is its own class");
+        }
+    }
+
+    #[test]
+    fn a_returned_buffer_is_reused_for_the_next_request_of_its_class() {
+        let p = pool(8);
+        let first = p.get(100_000).expect("get");
+        assert_eq!(first.len(), 100_000);
+        assert!(first.capacity() >= 100_000);
+        let addr = first.as_ptr() as usize;
+        drop(first);
+        let again = p.get(99_000).expect("get");
+        assert_eq!(again.as_ptr() as usize, addr);
+        assert_eq!(again.len(), 99_000);
+        let s = p.stats();
+        assert_eq!((s.allocations, s.reuses, s.live, s.free), (1, 1, 1, 0));
+    }
+
+    #[test]
+    fn a_slightly_larger_free_class_serves_a_request() {
+        let p = pool(8);
+        drop(p.get(120_000).expect("get"));
+        // 100_000 rounds to 114_688; the free 131_072 buffer is within 1.5x.
+        let b = p.get(100_000).expect("get");
+        assert_eq!(b.capacity(), size_class(120_000));
+        assert_eq!(p.stats().allocations, 1);
+        // Far larger buffers are not handed out for small requests.
+        drop(b);
+        let small = p.get(1000).expect("get");
+        assert_eq!(small.capacity(), MIN_CLASS_BYTES);
+        assert_eq!(p.stats().allocations, 2);
+    }
+
+    #[test]
+    fn buffers_are_aligned_and_writable_through_the_loan() {
+        let p = BufPool::new(BufPoolOptions {
+            align: 4096,
+            ..BufPoolOptions::default()
+        })
+        .expect("pool");
+        let mut b = p.get(10_000).expect("get");
+        assert_eq!(b.as_ptr() as usize % 4096, 0);
+        assert_eq!(b.align(), 4096);
+        b.fill(9);
+        assert!(b.iter().all(|&x| x == 9));
+    }
+
+    #[test]
+    fn the_free_lists_are_bounded_by_count_and_bytes() {
+        let p = pool(2);
+        let bufs: Vec<PooledBuf> = (0..5).map(|_| p.get(8192).expect("get")).collect();
+        assert_eq!(p.stats().live, 5);
+        assert_eq!(p.stats().live_high_water, 5);
+        drop(bufs);
+        let s = p.stats();
+        assert_eq!((s.live, s.free, s.released), (0, 2, 3));
+        assert_eq!(s.free_bytes, 2 * 8192);
+
+        let by_bytes = BufPool::new(BufPoolOptions {
+            max_free: 100,
+            max_free_bytes: 3 * 8192,
+            ..BufPoolOptions::default()
+        })
+        .expect("pool");
+        let bufs: Vec<PooledBuf> = (0..5).map(|_| by_bytes.get(8192).expect("get")).collect();
+        drop(bufs);
+        assert_eq!(by_bytes.stats().free, 3);
+        by_bytes.trim();
+        assert_eq!(by_bytes.stats().free, 0);
+        assert_eq!(by_bytes.stats().free_bytes, 0);
+    }
+
+    #[test]
+    fn a_steady_loop_stops_allocating_after_warm_up() {
+        let p = pool(16);
+        for round in 0..1000 {
+            let held: Vec<PooledBuf> = (0..4)
+                .map(|k| p.get(50_000 + (round * 7 + k) % 300).expect("get"))
+                .collect();
+            drop(held);
+        }
+        let s = p.stats();
+        assert_eq!(s.allocations, 4);
+        assert_eq!(s.live_high_water, 4);
+        p.reset_high_water();
+        assert_eq!(p.stats().live_high_water, 0);
+    }
+
+    #[test]
+    fn detached_buffers_leave_the_pool() {
+        let p = pool(4);
+        let b = p.get(5000).expect("get");
+        let owned = b.detach();
+        assert_eq!(owned.len(), size_class(5000));
+        let s = p.stats();
+        assert_eq!((s.live, s.free), (0, 0));
+    }
+
+    #[test]
+    fn many_threads_share_one_pool() {
+        let p = pool(64);
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let p = p.clone();
+                s.spawn(move || {
+                    for i in 0..500usize {
+                        let mut b = p.get(4096 + (t * 1000 + i) % 20_000).expect("get");
+                        b[0] = t as u8;
+                        assert_eq!(b[0], t as u8);
+                    }
+                });
+            }
+        });
+        let s = p.stats();
+        assert_eq!(s.live, 0);
+        assert_eq!(s.reuses + s.allocations, 2000);
+        assert!(s.live_high_water <= 4);
+    }
+
+    #[test]
+    fn pinned_pools_pin_or_fail_cleanly() {
+        let p = BufPool::new(BufPoolOptions {
+            pinned: true,
+            ..BufPoolOptions::default()
+        })
+        .expect("pool");
+        match p.get(1 << 16) {
+            Ok(b) => {
+                assert!(b.is_pinned());
+                assert_eq!(b.as_ptr() as usize % crate::buffer::page_size(), 0);
+                drop(b);
+                assert!(p.get(1 << 16).expect("reuse").is_pinned());
+                assert_eq!(p.stats().allocations, 1);
+            }
+            Err(e) => assert!(e.to_string().contains("mlock"), "{e}"),
+        }
+    }
+
+    #[test]
+    fn a_bad_alignment_is_refused() {
+        let r = BufPool::new(BufPoolOptions {
+            align: 48,
+            ..BufPoolOptions::default()
+        });
+        assert!(r.is_err());
+    }
+}
