@@ -9,7 +9,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use zring_platform::{AlignedBuf, Pool, SharedMut};
+use zring_platform::{AlignedBuf, Backend, Pool, SharedMut};
 
 use crate::error::{Error, Result};
 use crate::format::{self, RecordCodec};
@@ -69,10 +69,23 @@ impl Inner {
     }
 }
 
-/// Splits `n` slots of about `avg_bytes` each into tasks.
-fn task_ranges(n: usize, avg_bytes: usize) -> (usize, usize) {
-    let per_task = (TASK_BYTES / avg_bytes.max(1)).clamp(1, n.max(1));
-    (n.div_ceil(per_task), per_task)
+impl Inner {
+    /// Splits `n` slots of about `avg_bytes` each into tasks: `(tasks, per_task)`.
+    /// With io_uring a task is also one batch of reads in flight, so it holds up to
+    /// `queue_depth` records (split over the threads), not just ~256 KiB: large
+    /// records would otherwise be read one at a time.
+    fn task_ranges(&self, n: usize, avg_bytes: usize) -> (usize, usize) {
+        let mut per_task = TASK_BYTES / avg_bytes.max(1);
+        if self.backend == Backend::Uring {
+            let threads = match self.threads {
+                0 => Pool::global().workers() + 1,
+                t => t,
+            };
+            per_task = per_task.max(self.queue_depth.min(n.div_ceil(threads)));
+        }
+        let per_task = per_task.clamp(1, n.max(1));
+        (n.div_ceil(per_task), per_task)
+    }
 }
 
 /// A ragged batch's output layout, computed from the table before any I/O.
@@ -139,7 +152,7 @@ impl Store {
             )));
         }
         inner.check_indices(indices)?;
-        let (tasks, per_task) = task_ranges(indices.len(), width);
+        let (tasks, per_task) = inner.task_ranges(indices.len(), width);
         let out = SharedMut::new(dest);
         inner.run_tasks(tasks, out.len(), |t| {
             let slots = t * per_task..((t + 1) * per_task).min(indices.len());
@@ -230,7 +243,7 @@ impl Store {
         }
         inner.check_indices(indices)?;
         let avg = layout.values_bytes / indices.len().max(1);
-        let (tasks, per_task) = task_ranges(indices.len(), avg);
+        let (tasks, per_task) = inner.task_ranges(indices.len(), avg);
         let out = SharedMut::new(values);
         let byte_at = |k: usize| layout.cu_seqlens[k] as usize * itemsize;
         inner.run_tasks(tasks, out.len(), |t| {

@@ -8,6 +8,8 @@
 //!   and publishes it crash-safely.
 //! - [`store`]: [`Store`] opens and validates a store; `gather`, `gather_ragged`,
 //!   `get` and `verify` live in `gather`.
+//! - [`pending`]: `get_async` / `gather_async`, runtime-agnostic futures completed by
+//!   a zring worker through the task's waker.
 //! - [`dict`]: training zstd dictionaries from records spread over the input.
 //! - [`error`]: the [`Error`] every call returns.
 //!
@@ -31,6 +33,7 @@ pub mod dtype;
 pub mod error;
 pub mod format;
 pub mod gather;
+pub mod pending;
 mod read;
 pub mod schema;
 pub mod store;
@@ -40,6 +43,7 @@ pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use gather::{RaggedBatch, RaggedLayout};
+pub use pending::Pending;
 pub use schema::{Codec, Layout, Schema, StoreSchema};
 pub use store::{ReadOptions, Store, StoreStats};
 pub use writer::{WriteOptions, Writer};

@@ -249,8 +249,8 @@ impl Store {
             Layout::Ragged { .. } => Ok(self
                 .inner
                 .ragged_shape(index)?
-                .iter()
-                .map(|&d| u64::from(d))
+                .chunks_exact(4)
+                .map(|d| u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])))
                 .collect()),
         }
     }
@@ -489,6 +489,11 @@ fn check_layout(path: &Path, bytes: &[u8], sb: &Superblock, f: &Footer) -> Resul
     }
     if f.table.offset % 8 != 0 || f.shapes.offset % 4 != 0 {
         return Err(bad("table or shapes section is misaligned".into()));
+    }
+    // The writer refuses zero-byte dense records; a schema claiming them is hostile
+    // (and a zero record width would break the gather's slot arithmetic).
+    if stored.schema.item_bytes() == Some(0) {
+        return Err(bad("the schema declares dense records of zero bytes".into()));
     }
     Ok(stored)
 }

@@ -334,7 +334,7 @@ impl Writer {
             turn_changed: Condvar::new(),
             written_end: AtomicU64::new(self.data_end),
         };
-        let results: Vec<Result<Vec<(usize, Vec<Entry>)>>> = if threads == 1 {
+        let results: Vec<Result<ChunkEntries>> = if threads == 1 {
             vec![job.run(&mut self.slots[0])]
         } else {
             std::thread::scope(|s| {
@@ -590,6 +590,9 @@ fn validate_ragged(
     Ok(())
 }
 
+/// The entries of the chunks one writer thread wrote, by chunk number.
+type ChunkEntries = Vec<(usize, Vec<Entry>)>;
+
 struct Order {
     /// The chunk whose turn it is to reserve its place in the file.
     turn: usize,
@@ -616,7 +619,7 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    fn run(&self, slot: &mut Slot) -> Result<Vec<(usize, Vec<Entry>)>> {
+    fn run(&self, slot: &mut Slot) -> Result<ChunkEntries> {
         let mut done = Vec::new();
         loop {
             let k = self.next_chunk.fetch_add(1, Ordering::Relaxed);

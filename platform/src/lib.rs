@@ -17,6 +17,8 @@
 //!   (lock-free claiming and completion; idle workers park).
 //! - [`uring`]: batched reads through a per-thread io_uring, with the availability
 //!   probe and the one-line fallback notice.
+//! - [`oneshot`]: a lock-free one-shot channel whose receiver is a `Future`, for the
+//!   engine's runtime-agnostic async API.
 //! - [`cpu`]: how many cores to use and how to pin a thread to one.
 //!
 //! `unsafe` code in zring lives here, each block with a `SAFETY:` comment.
@@ -26,6 +28,7 @@ pub mod buffer;
 pub mod bufpool;
 pub mod cpu;
 pub mod file;
+pub mod oneshot;
 pub mod pool;
 pub mod shared;
 pub mod uring;

@@ -69,8 +69,12 @@ struct Worker {
     sleeping: AtomicBool,
 }
 
+/// A detached task (the async API's reads).
+type Detached = Box<dyn FnOnce() + Send>;
+
 struct Shared {
     queue: SegQueue<Arc<Job>>,
+    detached: SegQueue<Detached>,
     workers: Vec<Worker>,
     shutdown: AtomicBool,
 }
@@ -90,6 +94,7 @@ impl Pool {
     pub fn new(workers: usize, pin: bool) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             queue: SegQueue::new(),
+            detached: SegQueue::new(),
             workers: (0..workers)
                 .map(|_| Worker {
                     thread: OnceLock::new(),
@@ -129,6 +134,7 @@ impl Pool {
         Self {
             shared: Arc::new(Shared {
                 queue: SegQueue::new(),
+                detached: SegQueue::new(),
                 workers: Vec::new(),
                 shutdown: AtomicBool::new(false),
             }),
@@ -182,6 +188,17 @@ impl Pool {
         }
     }
 
+    /// Runs `task` on a pool worker, detached from the caller (who typically waits on
+    /// a `oneshot` future). With no workers it runs on the caller before returning.
+    pub fn spawn(&self, task: impl FnOnce() + Send + 'static) {
+        if self.workers() == 0 {
+            task();
+            return;
+        }
+        self.shared.detached.push(Box::new(task));
+        self.wake(1);
+    }
+
     fn wake(&self, mut wanted: usize) {
         for worker in &self.shared.workers {
             if wanted == 0 {
@@ -219,13 +236,19 @@ fn worker_loop(shared: &Shared, k: usize, pin: bool) {
             job.work();
             continue;
         }
+        if let Some(task) = shared.detached.pop() {
+            // A panicking detached task drops its oneshot sender, which closes the
+            // caller's future; the worker itself carries on.
+            let _ = panic::catch_unwind(AssertUnwindSafe(task));
+            continue;
+        }
         if shared.shutdown.load(Ordering::Acquire) {
             return;
         }
         let start = std::time::Instant::now();
         let mut found = false;
         while start.elapsed() < IDLE_SPIN {
-            if !shared.queue.is_empty() {
+            if !shared.queue.is_empty() || !shared.detached.is_empty() {
                 found = true;
                 break;
             }
@@ -236,7 +259,10 @@ fn worker_loop(shared: &Shared, k: usize, pin: bool) {
         }
         me.sleeping.store(true, Ordering::Release);
         // Re-check after announcing sleep: a push that missed the flag is seen here.
-        if shared.queue.is_empty() && !shared.shutdown.load(Ordering::Acquire) {
+        if shared.queue.is_empty()
+            && shared.detached.is_empty()
+            && !shared.shutdown.load(Ordering::Acquire)
+        {
             thread::park_timeout(Duration::from_millis(100));
         }
         me.sleeping.store(false, Ordering::Release);
@@ -294,6 +320,25 @@ mod tests {
         }));
         assert!(result.is_err());
         assert_eq!(finished.load(Ordering::Relaxed), 49);
+    }
+
+    #[test]
+    fn spawned_tasks_run_on_workers_and_survive_panics() {
+        let pool = Pool::new(2, false).expect("pool");
+        let (tx, rx) = crate::oneshot::channel::<()>();
+        pool.spawn(move || {
+            let _tx = tx;
+            panic!("detached boom");
+        });
+        assert_eq!(rx.wait(), None);
+        let mut rxs = Vec::new();
+        for i in 0..100u32 {
+            let (tx, rx) = crate::oneshot::channel();
+            pool.spawn(move || tx.send(i * 2));
+            rxs.push(rx);
+        }
+        let sum: u32 = rxs.into_iter().map(|rx| rx.wait().expect("value")).sum();
+        assert_eq!(sum, (0..100).map(|i| i * 2).sum());
     }
 
     #[test]

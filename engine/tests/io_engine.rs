@@ -1,0 +1,395 @@
+//! The I/O engine: every backend, direct or not, returns the same bytes; queue depths,
+//! big batches, many submitters, the async API, and the forced io_uring fallback.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
+
+/// Deterministic, mildly compressible bytes.
+fn data(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((i / 5) as u8).wrapping_add((x & 7) as u8)
+        })
+        .collect()
+}
+
+fn dense_store(
+    dir: &Path,
+    name: &str,
+    width: usize,
+    n: usize,
+    codec: Codec,
+    align: u32,
+) -> (PathBuf, Vec<u8>) {
+    let path = dir.join(name);
+    let bytes = data(n * width, width as u64 + n as u64);
+    let mut opts = WriteOptions::with_codec(codec);
+    opts.align = align;
+    if codec == Codec::ZstdDict {
+        let samples: Vec<&[u8]> = bytes.chunks(width).collect();
+        opts.dictionary = Some(zring_engine::train_dict(&samples, 4096).unwrap());
+    }
+    let mut w = Writer::create(&path, Schema::dense(DType::U8, &[width as u64]), opts).unwrap();
+    w.append_dense(&bytes).unwrap();
+    w.close().unwrap();
+    (path, bytes)
+}
+
+fn indices(n: usize, count: usize, seed: u64) -> Vec<u64> {
+    let mut x = seed | 1;
+    (0..count)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n as u64
+        })
+        .collect()
+}
+
+fn expected(bytes: &[u8], width: usize, idx: &[u64]) -> Vec<u8> {
+    idx.iter()
+        .flat_map(|&i| {
+            bytes[i as usize * width..(i as usize + 1) * width]
+                .iter()
+                .copied()
+        })
+        .collect()
+}
+
+/// Every (backend, direct) pair a store can be read with here. O_DIRECT needs a file
+/// system that supports it; where it does not, direct variants are skipped loudly.
+fn read_variants(path: &Path) -> Vec<ReadOptions> {
+    let mut out: Vec<ReadOptions> = Backend::CONCRETE
+        .iter()
+        .map(|&b| ReadOptions::with_backend(b))
+        .collect();
+    for backend in [Backend::Pread, Backend::Uring] {
+        let opts = ReadOptions {
+            direct: true,
+            ..ReadOptions::with_backend(backend)
+        };
+        match Store::open(path, opts.clone()) {
+            Ok(_) => out.push(opts),
+            Err(e) => eprintln!("O_DIRECT unavailable here, skipping direct {backend}: {e}"),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_backend_and_direct_read_identical_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        for align in [8u32, 4096] {
+            for width in [100usize, 4096, 40_000] {
+                let name = format!("{codec}-{align}-{width}.zr");
+                let (path, bytes) = dense_store(dir.path(), &name, width, 300, codec, align);
+                let idx = indices(300, 500, width as u64);
+                let want = expected(&bytes, width, &idx);
+                for opts in read_variants(&path) {
+                    let store = Store::open(&path, opts.clone()).unwrap();
+                    let got = store.gather_vec(&idx).unwrap();
+                    assert!(got == want, "{name} differs with {opts:?}");
+                    assert_eq!(store.get(7).unwrap(), &bytes[7 * width..8 * width]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn ragged_stores_read_identically_through_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 400usize;
+    let lens: Vec<u64> = (0..n).map(|i| 1 + (i as u64 * 53) % 700).collect();
+    let mut cu = vec![0u64];
+    for l in &lens {
+        cu.push(cu.last().unwrap() + l);
+    }
+    let values = data(*cu.last().unwrap() as usize * 2, 5);
+    let shapes: Vec<u32> = lens.iter().map(|&l| l as u32).collect();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let path = dir.path().join(format!("ragged-{codec}.zr"));
+        let mut opts = WriteOptions::with_codec(codec);
+        opts.align = 4096;
+        let mut w = Writer::create(&path, Schema::ragged(DType::F16, 1), opts).unwrap();
+        w.append_ragged(&values, &cu, &shapes).unwrap();
+        w.close().unwrap();
+        let idx = indices(n, 300, 9);
+        let reference = Store::open(&path, ReadOptions::with_backend(Backend::Mmap))
+            .unwrap()
+            .gather_ragged(&idx)
+            .unwrap();
+        for (k, &i) in idx.iter().enumerate() {
+            let i = i as usize;
+            assert_eq!(
+                reference.record(k, 2).unwrap(),
+                &values[cu[i] as usize * 2..cu[i + 1] as usize * 2]
+            );
+        }
+        for opts in read_variants(&path) {
+            let got = Store::open(&path, opts.clone())
+                .unwrap()
+                .gather_ragged(&idx)
+                .unwrap();
+            assert!(
+                got.values[..] == reference.values[..],
+                "{codec} differs with {opts:?}"
+            );
+            assert_eq!(got.cu_seqlens, reference.cu_seqlens);
+            assert_eq!(got.shapes, reference.shapes);
+        }
+    }
+}
+
+#[test]
+fn every_queue_depth_from_1_to_256_reads_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let (path, bytes) =
+            dense_store(dir.path(), &format!("qd-{codec}.zr"), 3000, 1000, codec, 8);
+        let idx = indices(1000, 700, 3);
+        let want = expected(&bytes, 3000, &idx);
+        for depth in [1usize, 2, 3, 8, 31, 64, 128, 256, 1000] {
+            for threads in [1usize, 0] {
+                let opts = ReadOptions {
+                    queue_depth: depth,
+                    threads,
+                    ..ReadOptions::with_backend(Backend::Uring)
+                };
+                let got = Store::open(&path, opts).unwrap().gather_vec(&idx).unwrap();
+                assert!(got == want, "{codec} depth {depth} threads {threads}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_gather_of_100k_records_is_exact_on_every_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = dense_store(dir.path(), "many.zr", 48, 20_000, Codec::Zstd, 8);
+    let idx = indices(20_000, 100_000, 77);
+    let want = expected(&bytes, 48, &idx);
+    for backend in Backend::CONCRETE {
+        let got = Store::open(&path, ReadOptions::with_backend(backend))
+            .unwrap()
+            .gather_vec(&idx)
+            .unwrap();
+        assert!(got == want, "100k gather differs with {backend}");
+    }
+}
+
+#[test]
+fn many_threads_submitting_at_once_through_io_uring_get_exact_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = dense_store(dir.path(), "threads.zr", 5000, 500, Codec::Zstd, 4096);
+    let store = Store::open(&path, ReadOptions::with_backend(Backend::Uring)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let (store, bytes) = (&store, &bytes);
+            s.spawn(move || {
+                for round in 0..20 {
+                    let idx = indices(500, 64, t * 100 + round);
+                    assert!(store.gather_vec(&idx).unwrap() == expected(bytes, 5000, &idx));
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn async_reads_complete_under_a_tokio_multi_thread_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, bytes) = dense_store(dir.path(), "async.zr", 1000, 300, Codec::Zstd, 8);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Store::open(&path, ReadOptions::with_backend(Backend::Uring)).unwrap();
+        let gets: Vec<_> = (0..200u64).map(|i| store.get_async(i % 300)).collect();
+        let idx = indices(300, 256, 1);
+        let batch = store.gather_async(idx.clone());
+        // Dropping the caller's handle while reads are in flight is safe: each read
+        // holds its own.
+        drop(store);
+        for (i, get) in gets.into_iter().enumerate() {
+            let i = i % 300;
+            assert_eq!(get.await.unwrap(), &bytes[i * 1000..(i + 1) * 1000]);
+        }
+        assert!(batch.await.unwrap() == expected(&bytes, 1000, &idx));
+    });
+    // Errors travel through the future too.
+    let store = Store::open(&path, ReadOptions::default()).unwrap();
+    let err = rt.block_on(store.get_async(300)).unwrap_err();
+    assert!(err.to_string().contains("out of range"), "{err}");
+    assert_eq!(store.get_async(3).wait().unwrap(), &bytes[3000..4000]);
+}
+
+#[test]
+fn mmap_with_direct_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "d.zr", 64, 10, Codec::Raw, 8);
+    let opts = ReadOptions {
+        direct: true,
+        ..ReadOptions::with_backend(Backend::Mmap)
+    };
+    let err = Store::open(&path, opts).unwrap_err();
+    assert!(err.to_string().contains("O_DIRECT"), "{err}");
+}
+
+#[test]
+fn auto_picks_mmap_for_a_store_in_the_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "warm.zr", 4096, 200, Codec::Raw, 8);
+    // Just written, so resident.
+    assert_eq!(
+        Store::open(&path, ReadOptions::default())
+            .unwrap()
+            .backend(),
+        Backend::Mmap
+    );
+    let direct = ReadOptions {
+        direct: true,
+        ..ReadOptions::default()
+    };
+    if let Ok(store) = Store::open(&path, direct) {
+        assert_ne!(store.backend(), Backend::Mmap);
+    }
+}
+
+// ---- forced fallback: io_uring blocked by seccomp in a child process ----
+
+const CHILD_ENV: &str = "ZRING_FALLBACK_CHILD_STORE";
+
+/// Installs a seccomp filter that makes io_uring_setup fail with EPERM, as container
+/// runtimes do.
+#[cfg(target_os = "linux")]
+fn block_io_uring() {
+    const IO_URING_SETUP: u32 = 425; // the same number on every 64-bit Linux arch
+    let filter = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: IO_URING_SETUP,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut _,
+    };
+    // SAFETY: plain syscalls with valid pointers to locals that outlive them; TSYNC
+    // applies the filter to every thread of this (child) process.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        let rc = libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            &prog as *const libc::sock_fprog,
+        );
+        assert_eq!(rc, 0, "seccomp: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Runs only when re-invoked by the parent test with io_uring to be blocked.
+#[test]
+#[ignore = "child process of uring_blocked_by_seccomp_falls_back_to_pread_with_identical_bytes"]
+fn fallback_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    #[cfg(target_os = "linux")]
+    block_io_uring();
+    let uring = Store::open(&path, ReadOptions::with_backend(Backend::Uring)).unwrap();
+    assert_eq!(uring.backend(), Backend::Pread, "fell back");
+    assert!(!zring_platform::uring::available());
+    let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
+    let idx = indices(mmap.len() as usize, 1000, 5);
+    assert!(uring.gather_vec(&idx).unwrap() == mmap.gather_vec(&idx).unwrap());
+    // Auto with O_DIRECT would pick io_uring; it must fall back too.
+    let direct = ReadOptions {
+        direct: true,
+        ..ReadOptions::default()
+    };
+    if let Ok(store) = Store::open(&path, direct) {
+        assert_eq!(store.backend(), Backend::Pread);
+        assert!(store.gather_vec(&idx).unwrap() == mmap.gather_vec(&idx).unwrap());
+    }
+    println!("CHILD-OK");
+}
+
+fn run_child(path: &Path, extra_env: Option<(&str, &str)>) -> (bool, String, String) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "fallback_child",
+        "--nocapture",
+        "--ignored",
+        "--test-threads=1",
+    ])
+    .env(CHILD_ENV, path);
+    if let Some((k, v)) = extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn uring_blocked_by_seccomp_falls_back_to_pread_with_identical_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "fallback.zr", 2048, 400, Codec::Zstd, 4096);
+    let (ok, stdout, stderr) = run_child(&path, None);
+    assert!(
+        ok && stdout.contains("CHILD-OK"),
+        "child failed:\n{stdout}\n{stderr}"
+    );
+    let notices = stderr.matches("io_uring unavailable").count();
+    assert_eq!(notices, 1, "one clear log line, got:\n{stderr}");
+    assert!(stderr.contains("Operation not permitted"), "{stderr}");
+}
+
+#[test]
+fn uring_disabled_by_environment_falls_back_with_one_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "envoff.zr", 512, 100, Codec::Raw, 8);
+    // The child installs seccomp too, but the variable is seen first.
+    let (ok, stdout, stderr) = run_child(&path, Some(("ZRING_URING", "0")));
+    assert!(
+        ok && stdout.contains("CHILD-OK"),
+        "child failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("disabled by ZRING_URING=0"), "{stderr}");
+}
