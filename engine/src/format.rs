@@ -112,13 +112,19 @@ impl Superblock {
             return Err(BlockError::Magic);
         }
         let (major, minor) = (u16_at(b, 8), u16_at(b, 10));
-        // The version is checked before the checksum: a future format may checksum
-        // differently, and "too new" is the message that helps.
-        if major != FORMAT_MAJOR {
+        // A newer version is reported before the checksum: a future format may
+        // checksum differently, and "too new" is the message that helps. An older
+        // major (there is none before v1) is damage, caught by the checksum first.
+        if major > FORMAT_MAJOR {
             return Err(BlockError::Version { major, minor });
         }
         if checksum(&b[0..56]) != u64_at(b, 56) {
             return Err(BlockError::Checksum);
+        }
+        if major != FORMAT_MAJOR {
+            return Err(BlockError::Field(format!(
+                "format major version {major} does not exist (v{FORMAT_MAJOR} is the first)"
+            )));
         }
         let align = u32_at(b, 16);
         if !align.is_power_of_two() || align > MAX_ALIGN {
@@ -198,11 +204,16 @@ impl Footer {
             return Err(BlockError::Magic);
         }
         let (major, minor) = (u16_at(b, 8), u16_at(b, 10));
-        if major != FORMAT_MAJOR {
+        if major > FORMAT_MAJOR {
             return Err(BlockError::Version { major, minor });
         }
         if checksum(&b[0..BLOCK - 8]) != u64_at(b, BLOCK - 8) {
             return Err(BlockError::Checksum);
+        }
+        if major != FORMAT_MAJOR {
+            return Err(BlockError::Field(format!(
+                "format major version {major} does not exist (v{FORMAT_MAJOR} is the first)"
+            )));
         }
         let entry = u32_at(b, 28);
         if entry as usize != ENTRY_BYTES {

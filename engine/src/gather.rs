@@ -71,9 +71,10 @@ impl Inner {
 
 impl Inner {
     /// Splits `n` slots of about `avg_bytes` each into tasks: `(tasks, per_task)`.
-    /// With io_uring a task is also one batch of reads in flight, so it holds up to
-    /// `queue_depth` records (split over the threads), not just ~256 KiB: large
-    /// records would otherwise be read one at a time.
+    /// With io_uring a task is one stream of reads kept `queue_depth` deep, so each
+    /// thread gets one task holding its whole share: large records would otherwise be
+    /// read one at a time, and the task's bookkeeping is allocated once per thread, not
+    /// once per handful of records.
     fn task_ranges(&self, n: usize, avg_bytes: usize) -> (usize, usize) {
         let mut per_task = TASK_BYTES / avg_bytes.max(1);
         if self.backend == Backend::Uring {
@@ -81,7 +82,7 @@ impl Inner {
                 0 => Pool::global().workers() + 1,
                 t => t,
             };
-            per_task = per_task.max(self.queue_depth.min(n.div_ceil(threads)));
+            per_task = per_task.max(n.div_ceil(threads));
         }
         let per_task = per_task.clamp(1, n.max(1));
         (n.div_ceil(per_task), per_task)
@@ -235,7 +236,13 @@ impl Store {
         }
         let itemsize = inner.stored.schema.dtype.itemsize();
         let monotonic = layout.cu_seqlens.windows(2).all(|w| w[0] <= w[1]);
-        let ends = layout.cu_seqlens.last().map(|&c| c as usize * itemsize);
+        // Checked: a wrapped end could pass the comparison and let byte offsets (and
+        // so tasks' slices) go backwards. Every offset is at most the last one, so
+        // this one check keeps all of them in range.
+        let ends = layout
+            .cu_seqlens
+            .last()
+            .and_then(|&c| usize::try_from(c).ok()?.checked_mul(itemsize));
         if layout.cu_seqlens.first() != Some(&0) || !monotonic || ends != Some(values.len()) {
             return Err(Error::arg(
                 "ragged layout is not a valid cu_seqlens for this values buffer",
@@ -330,6 +337,20 @@ impl Inner {
             return Err(Error::record(&self.path, i, "checksum mismatch"));
         }
         if e.codec != RecordCodec::Raw {
+            // Check the frame's declared size before sizing the buffer: a hostile
+            // entry must not make verify fill gigabytes.
+            let declared = zstd::zstd_safe::get_frame_content_size(src).ok().flatten();
+            if declared != Some(u64::from(e.logical_len)) {
+                return Err(Error::record(
+                    &self.path,
+                    i,
+                    format!(
+                        "decompressed to {} bytes per its zstd frame header, the table says {}",
+                        declared.map_or("an unknown number of".to_string(), |d| d.to_string()),
+                        e.logical_len
+                    ),
+                ));
+            }
             buf.resize(e.logical_len as usize, 0);
             self.decode_into(i, &e, src, buf, ctx.decoders())?;
         }

@@ -251,8 +251,10 @@ impl Inner {
             skip: usize,
         }
         let direct = self.direct_file.is_some();
-        let mut plan: Vec<(Pending<'d>, u64, usize)> = Vec::new(); // (pending, read offset, read len)
-        let mut slots: Vec<Option<&'d mut [u8]>> = Vec::new();
+        let hint = items.size_hint().0;
+        // (pending, read offset, read len)
+        let mut plan: Vec<(Pending<'d>, u64, usize)> = Vec::with_capacity(hint);
+        let mut slots: Vec<Option<&'d mut [u8]>> = Vec::with_capacity(hint);
         let mut scratch_len = 0usize;
         for (i, dst) in items {
             let e = self.entry(i)?;

@@ -356,10 +356,23 @@ impl Writer {
             })
         };
         let mut per_chunk: Vec<Option<Vec<Entry>>> = vec![None; chunks.len()];
+        let mut failure: Option<Error> = None;
         for r in results {
-            for (k, entries) in r? {
-                per_chunk[k] = Some(entries);
+            match r {
+                Ok(done) => {
+                    for (k, entries) in done {
+                        per_chunk[k] = Some(entries);
+                    }
+                }
+                // A thread that stopped only because another failed says so; report
+                // the failure itself (e.g. the disk-full Io error), whatever the
+                // thread order.
+                Err(e) if failure.as_ref().is_none_or(is_secondary) => failure = Some(e),
+                Err(_) => {}
             }
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         let mut entries = Vec::with_capacity(n);
         for c in per_chunk {
@@ -727,7 +740,7 @@ impl Job<'_> {
             order = self.turn_changed.wait(order).map_err(|_| poisoned())?;
         }
         if order.failed {
-            return Err(Error::Codec("another writer thread failed".into()));
+            return Err(Error::Codec(ANOTHER_THREAD_FAILED.into()));
         }
         let base = align_up(order.data_end, self.align)
             .and_then(|b| b.checked_add(len).map(|end| (b, end)));
@@ -747,6 +760,13 @@ impl Job<'_> {
         };
         c.map_err(|e| Error::Codec(format!("cannot create a compressor: {e}")))
     }
+}
+
+/// What a writer thread reports when it stops because another thread failed.
+const ANOTHER_THREAD_FAILED: &str = "another writer thread failed";
+
+fn is_secondary(e: &Error) -> bool {
+    matches!(e, Error::Codec(d) if d == ANOTHER_THREAD_FAILED)
 }
 
 fn raw_entry(offset: u64, rec: &[u8]) -> Entry {

@@ -1,0 +1,321 @@
+//! Crash safety of the publish protocol: a child process writing stores is SIGKILLed
+//! at moments spread over its whole run (during appends, during close's metadata
+//! write, fsync and rename, after it finished). Afterwards each final path is either
+//! absent or a complete store holding exactly the records appended, and nothing but
+//! hidden `.zr-tmp` files is left beside it.
+//!
+//! The child is this test binary run again with `--exact child_writer_entry
+//! --ignored` and `CHILD_DIR_ENV` naming its directory. Most kills come from the
+//! parent after a delay; some are aimed inside a close by the child itself
+//! (`KILL_IN_CLOSE_ENV`), since a close can be shorter than an outside kill's jitter.
+
+#![cfg(unix)]
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
+
+const CHILD_DIR_ENV: &str = "ZRING_CRASH_CHILD_DIR";
+const KILL_IN_CLOSE_ENV: &str = "ZRING_CRASH_KILL_IN_CLOSE";
+/// The stores a child writes, in this order.
+const STORES: [&str; 3] = ["raw.zr", "zstd.zr", "ragged.zr"];
+const APPENDS: usize = 4;
+
+/// The records of store `s`, as the child appends them (one batch per append).
+enum Batches {
+    Dense {
+        schema: Schema,
+        batches: Vec<Vec<u8>>,
+    },
+    Ragged {
+        batches: Vec<Ragged>,
+    },
+}
+
+fn batches(s: usize) -> Batches {
+    match s {
+        0 | 1 => {
+            let width = if s == 0 { 4096 } else { 1024 };
+            let per = if s == 0 { 96 } else { 256 };
+            let schema = Schema::dense(DType::U8, &[width as u64]);
+            let batches = (0..APPENDS)
+                .map(|b| dense_records(per, width, (s * 100 + b) as u64, |i| s == 0 && i % 4 == 0))
+                .collect();
+            Batches::Dense { schema, batches }
+        }
+        _ => Batches::Ragged {
+            batches: (0..APPENDS)
+                .map(|b| ragged_records(150, 1, DType::I32, 300, 200 + b as u64))
+                .collect(),
+        },
+    }
+}
+
+fn options(s: usize) -> WriteOptions {
+    WriteOptions::with_codec(if s == 0 { Codec::Raw } else { Codec::Zstd })
+}
+
+/// Tells the parent (through the child's stdout) which phase the child entered and
+/// when (µs since the child started), so it can tell where each kill landed.
+fn phase(p: &str) {
+    use std::io::Write;
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let us = START.get_or_init(Instant::now).elapsed().as_micros();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "phase:{p}:{us}");
+    let _ = out.flush();
+}
+
+/// In the child: when `KILL_IN_CLOSE_ENV` is `"<store>:<µs>"` and store `s` is
+/// that store, SIGKILL this process that long after its `close` starts — aimed at
+/// the metadata write, fsync, link and directory fsync, however short they are.
+fn arm_kill_in_close(s: usize) {
+    let Some(spec) = std::env::var(KILL_IN_CLOSE_ENV).ok() else {
+        return;
+    };
+    let (store, us) = spec.split_once(':').expect("<store>:<µs>");
+    if store.parse::<usize>().expect("store") != s {
+        return;
+    }
+    let delay = Duration::from_micros(us.parse().expect("µs"));
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        // SAFETY: kill(2) on our own pid with a valid signal number.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    });
+}
+
+/// Writes store `s` into `dir` as the child does.
+fn write_store(dir: &Path, s: usize) {
+    let path = dir.join(STORES[s]);
+    phase("append");
+    match batches(s) {
+        Batches::Dense { schema, batches } => {
+            let mut w = Writer::create(&path, schema, options(s)).expect("create");
+            for b in &batches {
+                w.append_dense(b).expect("append");
+            }
+            arm_kill_in_close(s);
+            phase("close");
+            w.close().expect("close");
+        }
+        Batches::Ragged { batches } => {
+            let mut w =
+                Writer::create(&path, Schema::ragged(DType::I32, 1), options(s)).expect("create");
+            for b in &batches {
+                w.append_ragged(&b.values, &b.cu_seqlens, &b.shapes)
+                    .expect("append");
+            }
+            arm_kill_in_close(s);
+            phase("close");
+            w.close().expect("close");
+        }
+    }
+    phase("published");
+}
+
+/// The records store `s` must hold when complete.
+fn expected(s: usize) -> Vec<Vec<u8>> {
+    match batches(s) {
+        Batches::Dense { schema, batches } => {
+            let w = schema.item_bytes().expect("dense") as usize;
+            batches
+                .iter()
+                .flat_map(|b| b.chunks(w).map(<[u8]>::to_vec).collect::<Vec<_>>())
+                .collect()
+        }
+        Batches::Ragged { batches } => batches
+            .iter()
+            .flat_map(|b| {
+                (0..b.len())
+                    .map(|i| b.record(i).to_vec())
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    }
+}
+
+/// Not a real test: the body of the child process. Run by the parent only.
+#[test]
+#[ignore = "the child process of the crash tests; the parent runs it"]
+fn child_writer_entry() {
+    let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
+        return;
+    };
+    for s in 0..STORES.len() {
+        write_store(Path::new(&dir), s);
+    }
+}
+
+/// Starts the child writing into `dir`, optionally armed to kill itself in a close.
+fn spawn_child(dir: &Path, kill_in_close: Option<(usize, u64)>) -> Child {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = Command::new(exe);
+    if let Some((s, us)) = kill_in_close {
+        cmd.env(KILL_IN_CLOSE_ENV, format!("{s}:{us}"));
+    }
+    cmd.args(["--exact", "child_writer_entry", "--nocapture", "--ignored"])
+        .args(["--test-threads", "1"])
+        .env(CHILD_DIR_ENV, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the child writer")
+}
+
+/// What a killed child left: how many stores were published (a prefix of
+/// `STORES`, each checked complete and exact) and how many temporary files.
+fn check_dir(dir: &Path, expect: &[Vec<Vec<u8>>]) -> (usize, usize) {
+    let mut temps = 0;
+    for entry in fs::read_dir(dir).expect("list the child's directory") {
+        let name = entry
+            .expect("entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if STORES.contains(&name.as_str()) {
+            continue;
+        }
+        assert!(
+            name.starts_with('.') && name.ends_with(".zr-tmp"),
+            "stray file {name:?} could be mistaken for a store"
+        );
+        temps += 1;
+    }
+    let mut published = 0;
+    for (s, name) in STORES.iter().enumerate() {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        assert_eq!(published, s, "{name} exists but an earlier store does not");
+        let store = open(&path).unwrap_or_else(|e| panic!("{name} is half-written: {e}"));
+        store
+            .verify()
+            .unwrap_or_else(|e| panic!("{name} fails verify: {e}"));
+        let got = read_all(&store).expect("read back");
+        assert!(
+            got == expect[s],
+            "{name} does not hold exactly the records appended"
+        );
+        published += 1;
+    }
+    (published, temps)
+}
+
+/// The `(phase, µs)` lines the child printed.
+fn phases(out: &[u8]) -> Vec<(String, u64)> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| {
+            let (name, us) = l.strip_prefix("phase:")?.split_once(':')?;
+            Some((name.to_string(), us.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Reaps a killed child, checks what it left and returns the last phase it entered.
+fn after_kill(child: Child, dir: &Path, expect: &[Vec<Vec<u8>>], t: &mut Tally) {
+    let out = child.wait_with_output().expect("reap the child");
+    let last = phases(&out.stdout)
+        .pop()
+        .map_or("start".to_string(), |(p, _)| p);
+    *t.by_phase.entry(last).or_default() += 1;
+    let (published, temps) = check_dir(dir, expect);
+    t.by_published[published] += 1;
+    t.with_temps += u32::from(temps > 0);
+    fs::remove_dir_all(dir).expect("clean up");
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    /// How many stores were complete after each kill (0 ..= STORES.len()).
+    by_published: [u32; STORES.len() + 1],
+    /// The last phase the child reported before it died.
+    by_phase: std::collections::BTreeMap<String, u32>,
+    with_temps: u32,
+}
+
+#[test]
+fn sigkilled_writers_leave_each_store_absent_or_complete() {
+    let started = Instant::now();
+    let root = tempfile::tempdir().expect("tempdir");
+    let expect: Vec<Vec<Vec<u8>>> = (0..STORES.len()).map(expected).collect();
+
+    // Uninterrupted runs set the time scale (the slower of two, as other work on
+    // the machine makes it vary) and measure how long each close takes.
+    let mut typical = Duration::ZERO;
+    let mut close_us = [0u64; STORES.len()];
+    for run in 0..2 {
+        let calib = root.path().join(format!("calibration-{run}"));
+        fs::create_dir(&calib).expect("mkdir");
+        let t0 = Instant::now();
+        let out = spawn_child(&calib, None).wait_with_output().expect("wait");
+        typical = typical.max(t0.elapsed());
+        assert!(out.status.success(), "the uninterrupted child failed");
+        assert_eq!(check_dir(&calib, &expect), (STORES.len(), 0));
+        let p = phases(&out.stdout);
+        let mut s = 0;
+        for w in p.windows(2) {
+            if w[0].0 == "close" && w[1].0 == "published" {
+                close_us[s] = close_us[s].max(w[1].1 - w[0].1);
+                s += 1;
+            }
+        }
+        assert_eq!(s, STORES.len(), "phases: {p:?}");
+    }
+
+    let mut rng = Rng::new(0xC4A5);
+    let mut tally = Tally::default();
+    // Kills from outside at moments spread evenly from 0 to 1.3x the typical run.
+    let kills = 60u32;
+    for k in 0..kills {
+        let dir = root.path().join(format!("kill-{k}"));
+        fs::create_dir(&dir).expect("mkdir");
+        let frac = (f64::from(k) + rng.below(1000) as f64 / 1000.0) / f64::from(kills);
+        let mut child = spawn_child(&dir, None);
+        std::thread::sleep(typical.mul_f64(frac * 1.3));
+        // SIGKILL on Unix; an error only means the child already exited.
+        let _ = child.kill();
+        after_kill(child, &dir, &expect, &mut tally);
+    }
+    // Kills aimed inside each store's close, which may be far shorter than the
+    // scheduling noise of an outside kill.
+    let aimed = 24u32;
+    for k in 0..aimed {
+        let dir = root.path().join(format!("aimed-{k}"));
+        fs::create_dir(&dir).expect("mkdir");
+        let s = k as usize % STORES.len();
+        let child = spawn_child(&dir, Some((s, rng.below(close_us[s] + 1))));
+        after_kill(child, &dir, &expect, &mut tally);
+    }
+    let took = started.elapsed();
+    println!(
+        "typical run {typical:?}, closes {close_us:?} µs; {} kills -> {tally:?}; {took:?}",
+        kills + aimed
+    );
+    let hits = |p: &str| tally.by_phase.get(p).copied().unwrap_or(0);
+    assert!(hits("append") > 0, "no kill during an append: {tally:?}");
+    // Closes on a file system without real fsync can be too short to hit reliably.
+    if close_us.iter().sum::<u64>() >= 3_000 {
+        assert!(hits("close") > 0, "no kill during a close: {tally:?}");
+    } else if hits("close") == 0 {
+        println!("note: closes take {close_us:?} µs here; no kill landed inside one");
+    }
+    // Before the first publish and between publishes (how many land after the last
+    // one depends on the machine's load).
+    assert!(tally.by_published[0] > 0, "{tally:?}");
+    let outcomes = tally.by_published.iter().filter(|&&c| c > 0).count();
+    assert!(outcomes >= 3, "{tally:?}");
+    assert!(tally.with_temps > 0, "no kill left a store being written");
+    assert!(
+        took < Duration::from_secs(60),
+        "crash test too slow: {took:?}"
+    );
+}

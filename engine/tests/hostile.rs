@@ -1,0 +1,407 @@
+//! Hostile files: every checksum is correct (recomputed after the edit), but table
+//! entries, shapes, footer fields or the schema lie. Each lie must be caught by the
+//! bounds and consistency checks and reported as a typed error naming the record or
+//! the field, whichever backend reads it.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use zring_engine::format::{Entry, Footer, RecordCodec, Section, BLOCK};
+use zring_engine::{Backend, Error};
+
+const N: usize = 24;
+
+/// Where a record is damaged, which decides what notices it: the table entry
+/// (everything that touches the record), its shape (layout, reads, verify) or its
+/// payload (only reads and verify).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Damage {
+    Entry,
+    Shape,
+    Payload,
+}
+
+/// Every way of reading record `index` of the store at `path` that can notice
+/// `damage` must name the record with `want`, on every backend, with and without
+/// checksums on read; the other ways, and other records, still work.
+fn reads_name_record(path: &Path, fx: &Fixture, index: u64, want: &str, damage: Damage) {
+    for backend in Backend::CONCRETE {
+        for checked in [false, true] {
+            let store = open_with(path, backend, checked).expect("entries are checked lazily");
+            if damage == Damage::Entry {
+                expect_record(store.entry(index), index, want);
+                expect_record(store.stats(), index, want);
+            } else {
+                store.entry(index).expect("the entry itself is valid");
+                store.stats().expect("the table itself is valid");
+            }
+            expect_record(store.get(index), index, want);
+            expect_record(store.verify(), index, want);
+            let other = if index == 0 { 1 } else { 0 };
+            if fx.ragged {
+                expect_record(store.gather_ragged(&[other, index]), index, want);
+                match damage {
+                    Damage::Payload => drop(store.ragged_layout(&[index]).expect("layout")),
+                    _ => expect_record(store.ragged_layout(&[index]), index, want),
+                }
+                let ok = store.gather_ragged(&[other]).expect("another record");
+                assert_eq!(ok.record(0, 4), Some(&fx.records[other as usize][..]));
+            } else {
+                expect_record(store.gather_vec(&[other, index, other]), index, want);
+                let ok = store.gather_vec(&[other]).expect("another record");
+                assert_eq!(ok, fx.records[other as usize]);
+            }
+        }
+    }
+}
+
+fn with_entry(
+    fx: &Fixture,
+    index: u64,
+    name: &str,
+    edit: impl FnOnce(&mut Entry),
+) -> std::path::PathBuf {
+    let path = fx.path.with_extension(format!("{name}.zr"));
+    let mut b = fx.bytes.clone();
+    patch_entry(&mut b, index, edit);
+    put(&path, &b);
+    path
+}
+
+#[test]
+fn an_entry_pointing_outside_the_data_region_is_a_corrupt_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = dense_mixed(dir.path(), N);
+    let data = footer_of(&fx.bytes).data;
+    let data_end = data.end().expect("end");
+    let want = "outside the data region";
+    // (record, case name, edit); record 5 is raw (noise), 6 zstd.
+    type Case<'a> = (u64, &'a str, Box<dyn Fn(&mut Entry)>);
+    assert_eq!(entry_of(&fx.bytes, 5).codec, RecordCodec::Raw);
+    assert_eq!(entry_of(&fx.bytes, 6).codec, RecordCodec::Zstd);
+    let cases: [Case; 6] = [
+        (
+            5,
+            "past-end",
+            Box::new(move |e| e.offset = data_end - u64::from(e.stored_len) + 1),
+        ),
+        (6, "at-end", Box::new(move |e| e.offset = data_end)),
+        (5, "in-superblock", Box::new(|e| e.offset = 8)),
+        (6, "offset-max", Box::new(|e| e.offset = u64::MAX - 4)),
+        (6, "stored-max", Box::new(|e| e.stored_len = u32::MAX)),
+        (5, "beyond-file", Box::new(|e| e.offset = 1 << 40)),
+    ];
+    for (index, name, edit) in cases {
+        let path = with_entry(&fx, index, name, |e| edit(e));
+        reads_name_record(&path, &fx, index, want, Damage::Entry);
+    }
+}
+
+#[test]
+fn bad_entry_fields_are_corrupt_records_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = dense_mixed(dir.path(), N);
+    let mut b = fx.bytes.clone();
+    let path = dir.path().join("tag.zr");
+    patch_entry_raw(&mut b, 4, |e| e[24] = 7);
+    put(&path, &b);
+    reads_name_record(&path, &fx, 4, "unknown codec tag 7", Damage::Entry);
+
+    let mut b = fx.bytes.clone();
+    patch_entry_raw(&mut b, 4, |e| e[30] = 1);
+    put(&path, &b);
+    reads_name_record(&path, &fx, 4, "reserved bytes", Damage::Entry);
+
+    // A raw entry (record 3 is noise) that claims more logical than stored bytes.
+    let mut b = fx.bytes.clone();
+    patch_entry_raw(&mut b, 3, |e| {
+        e[12..16].copy_from_slice(&255u32.to_le_bytes())
+    });
+    put(&path, &b);
+    reads_name_record(&path, &fx, 3, "raw record stores 256 bytes", Damage::Entry);
+
+    // A zstd entry whose logical length is not the dense record size.
+    let path = with_entry(&fx, 2, "logical", |e| e.logical_len = 512);
+    reads_name_record(
+        &path,
+        &fx,
+        2,
+        "differs from the record size 256",
+        Damage::Entry,
+    );
+
+    // A dictionary record in a store without a dictionary.
+    let path = with_entry(&fx, 2, "dict-tag", |e| e.codec = RecordCodec::ZstdDict);
+    reads_name_record(&path, &fx, 2, "the store has none", Damage::Entry);
+
+    // Raw bytes tagged as zstd: decoding fails, naming the record.
+    let mut b = fx.bytes.clone();
+    patch_entry_raw(&mut b, 3, |e| e[24] = RecordCodec::Zstd as u8);
+    let path = dir.path().join("zstd-tag.zr");
+    put(&path, &b);
+    reads_name_record(&path, &fx, 3, "zstd", Damage::Payload);
+}
+
+#[test]
+fn a_zstd_record_that_decodes_to_another_length_is_a_corrupt_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = ragged_zstd(dir.path(), N);
+    // Take a zstd record; claim one more row, in both the table and the shapes
+    // section, so only the decoded size disagrees.
+    let index = (0..N as u64)
+        .find(|&i| entry_of(&fx.bytes, i).codec == RecordCodec::Zstd)
+        .expect("a zstd record");
+    let shape = fx.shapes[index as usize].clone();
+    let mut b = fx.bytes.clone();
+    let f = footer_of(&b);
+    let at = f.shapes.offset as usize + index as usize * 8;
+    b[at..at + 4].copy_from_slice(&(shape[0] + 1).to_le_bytes());
+    patch_entry(&mut b, index, |e| e.logical_len += shape[1] * 4);
+    let path = dir.path().join("longer.zr");
+    put(&path, &b);
+    reads_name_record(&path, &fx, index, "decompressed to", Damage::Payload);
+}
+
+#[test]
+fn a_ragged_shape_disagreeing_with_the_table_is_a_corrupt_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = ragged_zstd(dir.path(), N);
+    let f = footer_of(&fx.bytes);
+    let ndim = 2usize;
+    for (index, dims, want) in [
+        (7u64, None, "shape implies"),
+        (8u64, Some([u32::MAX, u32::MAX]), "too many"),
+        (9u64, Some([0, 5]), "shape implies 0 bytes"),
+    ] {
+        let mut b = fx.bytes.clone();
+        let at = f.shapes.offset as usize + index as usize * ndim * 4;
+        let dims = dims.unwrap_or([
+            fx.shapes[index as usize][0] + 1,
+            fx.shapes[index as usize][1],
+        ]);
+        b[at..at + 4].copy_from_slice(&dims[0].to_le_bytes());
+        b[at + 4..at + 8].copy_from_slice(&dims[1].to_le_bytes());
+        reseal(&mut b);
+        let path = dir.path().join(format!("shape-{index}.zr"));
+        put(&path, &b);
+        reads_name_record(&path, &fx, index, want, Damage::Shape);
+        let store = open(&path).expect("open");
+        expect_record(store.shape(index), index, want);
+        assert_eq!(
+            store.shape(index + 1).expect("neighbour shape"),
+            fx.shapes[index as usize + 1]
+                .iter()
+                .map(|&d| u64::from(d))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Writes the fixture with footer fields `edit`ed (section checksums recomputed for
+/// whatever the new fields cover) and expects open to fail with `want`.
+fn hostile_footer(fx: &Fixture, name: &str, want: &str, edit: impl FnOnce(&mut Footer)) {
+    let mut b = fx.bytes.clone();
+    let mut f = footer_of(&b);
+    edit(&mut f);
+    reseal_with(&mut b, &mut f);
+    let path = fx.path.with_extension(format!("{name}.zr"));
+    put(&path, &b);
+    for backend in Backend::CONCRETE {
+        let err = open_with(&path, backend, false).expect_err(name);
+        match &err {
+            Error::Corrupt { detail, .. } => {
+                assert!(detail.contains(want), "{name}: {detail:?} lacks {want:?}")
+            }
+            other => panic!("{name}: expected Corrupt, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn hostile_footer_sections_are_refused_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = ragged_zstd(dir.path(), N);
+    let len = fx.bytes.len() as u64;
+    let place = "out of place";
+    hostile_footer(&fx, "overlap", place, |f| {
+        f.schema.offset = f.table.offset + 8
+    });
+    hostile_footer(&fx, "backwards", place, |f| f.shapes.offset = f.data.offset);
+    hostile_footer(&fx, "past-eof", place, |f| f.schema.offset = len + 100);
+    hostile_footer(&fx, "into-footer", place, |f| f.schema.len += 1);
+    hostile_footer(&fx, "len-max", place, |f| f.table.len = u64::MAX);
+    hostile_footer(&fx, "offset-max", place, |f| {
+        f.schema = Section {
+            offset: u64::MAX,
+            len: 1,
+            checksum: 0,
+        }
+    });
+    hostile_footer(&fx, "data-max", place, |f| f.data.len = u64::MAX - 100);
+    hostile_footer(&fx, "data-start", "data region starts at 0", |f| {
+        f.data.offset = 0
+    });
+    hostile_footer(&fx, "file-len", "truncated or appended", |f| {
+        f.file_len = len + 1
+    });
+    hostile_footer(&fx, "align", "alignment", |f| f.align = 4096);
+    hostile_footer(&fx, "count", "schema counts", |f| f.record_count += 1);
+    hostile_footer(&fx, "table-len", "table is", |f| f.table.len -= 32);
+    hostile_footer(&fx, "shapes-len", "shapes section is", |f| {
+        f.shapes.len -= 8
+    });
+
+    // A dictionary in a store whose codec is zstd: take 8 bytes from the data region.
+    let dense = dense_mixed(dir.path(), N);
+    hostile_footer(&dense, "dict", "codec zstd with a 8-byte dictionary", |f| {
+        f.data.len -= 8;
+        f.dict = Section {
+            offset: f.data.offset + f.data.len,
+            len: 8,
+            checksum: 0,
+        };
+    });
+
+    // A table moved one byte off its 8-byte alignment (the file rebuilt around it).
+    let mut f = footer_of(&fx.bytes);
+    let at = f.table.offset as usize;
+    let mut b = fx.bytes[..at].to_vec();
+    b.push(0);
+    b.extend_from_slice(&fx.bytes[at..]);
+    f.table.offset += 1;
+    f.schema.offset += 1;
+    f.file_len += 1;
+    reseal_with(&mut b, &mut f);
+    let path = dir.path().join("misaligned.zr");
+    put(&path, &b);
+    expect_corrupt(open(&path), "misaligned");
+
+    // The entry size the footer declares must be the format's.
+    let mut b = fx.bytes.clone();
+    patch_footer_raw(&mut b, |blk| {
+        blk[28..32].copy_from_slice(&16u32.to_le_bytes())
+    });
+    let path = dir.path().join("entry-size.zr");
+    put(&path, &b);
+    expect_corrupt(open(&path), "table entry size 16");
+}
+
+#[test]
+fn garbage_or_lying_schema_json_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = dense_mixed(dir.path(), N);
+    let good = schema_json(&fx.bytes);
+    assert!(good.contains("\"item_shape\":[256]"), "{good}");
+    let path = dir.path().join("schema.zr");
+    let edited = |from: &str, to: &str| {
+        assert!(good.contains(from), "{good} lacks {from}");
+        good.replacen(from, to, 1).into_bytes()
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"not json at all".to_vec(), "schema JSON"),
+        (vec![0xFF, 0xFE, b'{'], "schema JSON"),
+        (b"[1,2,3]".to_vec(), "not a JSON object"),
+        (b"{}".to_vec(), "schema has no"),
+        (
+            edited("\"format\":\"zring\"", "\"format\":\"other\""),
+            "format",
+        ),
+        (
+            edited("\"dtype\":\"uint8\"", "\"dtype\":\"float128\""),
+            "float128",
+        ),
+        (
+            edited("\"layout\":\"dense\"", "\"layout\":\"sparse\""),
+            "sparse",
+        ),
+        (edited("\"codec\":\"zstd\"", "\"codec\":\"lz4\""), "lz4"),
+        (
+            edited("\"item_shape\":[256]", "\"item_shape\":[-1]"),
+            "item_shape",
+        ),
+        (
+            edited("\"item_shape\":[256]", "\"item_shape\":\"256\""),
+            "item_shape",
+        ),
+        (
+            edited(
+                "\"item_shape\":[256]",
+                "\"item_shape\":[4294967296,4294967296]",
+            ),
+            "record limit",
+        ),
+        (
+            edited(&format!("\"record_count\":{N}"), "\"record_count\":-3"),
+            "record_count",
+        ),
+        (
+            edited(&format!("\"record_count\":{N}"), "\"record_count\":999"),
+            "schema counts 999",
+        ),
+        (
+            edited("\"metadata\":{}", "\"metadata\":{\"k\":1}"),
+            "metadata value",
+        ),
+        (edited("\"metadata\":{}", "\"metadata\":[]"), "metadata"),
+        (edited("\"dict_id\":null", "\"dict_id\":-1"), "dict_id"),
+        (
+            edited("\"codec\":\"zstd\"", "\"codec\":\"zstd-dict\""),
+            "0-byte dictionary",
+        ),
+        (
+            edited(
+                "\"item_shape\":[256],\"layout\":\"dense\"",
+                "\"layout\":\"ragged\",\"ndim\":1",
+            ),
+            "shapes section is 0 bytes",
+        ),
+        (
+            edited(
+                "\"item_shape\":[256],\"layout\":\"dense\"",
+                "\"layout\":\"ragged\",\"ndim\":0",
+            ),
+            "ndim",
+        ),
+    ];
+    for (json, want) in cases {
+        put(&path, &replace_schema(&fx.bytes, &json));
+        let text = String::from_utf8_lossy(&json).into_owned();
+        match open(&path) {
+            Err(Error::Corrupt { detail, .. }) => {
+                assert!(detail.contains(want), "{text}: {detail:?} lacks {want:?}")
+            }
+            Err(e) => panic!("{text}: expected Corrupt, got {e:?}"),
+            Ok(_) => panic!("{text}: opened"),
+        }
+    }
+
+    // Well-formed schemas that lie about the record size open (the schema is
+    // consistent on its own) but every record is then refused by name.
+    put(&path, &replace_schema(&fx.bytes, &edited("[256]", "[0]")));
+    expect_corrupt(open(&path), "dense records of zero bytes");
+    for shape in ["[128]", "[16,32]"] {
+        put(&path, &replace_schema(&fx.bytes, &edited("[256]", shape)));
+        let store = open(&path).expect("a consistent schema opens");
+        expect_record(store.verify(), 0, "differs from the record size");
+        expect_record(store.gather_vec(&[0]), 0, "differs from the record size");
+        expect_record(store.get(3), 3, "differs from the record size");
+    }
+}
+
+#[test]
+fn a_hostile_file_never_maps_beyond_its_own_bytes() {
+    // A tiny file whose footer is valid but describes a huge store.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = dense_mixed(dir.path(), 2);
+    let mut b = fx.bytes.clone();
+    let mut f = footer_of(&b);
+    f.record_count = u64::MAX / 16;
+    reseal_with(&mut b, &mut f);
+    let path: std::path::PathBuf = dir.path().join("huge.zr");
+    put(&path, &b);
+    let err = open(&path).expect_err("huge count");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert!(b.len() < 4 * BLOCK);
+}
