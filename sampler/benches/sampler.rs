@@ -1,0 +1,64 @@
+//! Per-index cost of `Sampler::fill` against a `rand` baseline filling the
+//! same buffer in the same run.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use zring_sampler::{Mode, Sampler};
+
+const N: u64 = 1_000_000;
+const BATCHES: [usize; 3] = [256, 1024, 8192];
+
+fn bench_modes(c: &mut Criterion) {
+    for mode in [Mode::Iid, Mode::Cyclic, Mode::Sequential] {
+        let mut group = c.benchmark_group(mode.as_str());
+        for batch in BATCHES {
+            let sampler = Sampler::new(N, batch, mode, 0x5eed).expect("valid sampler");
+            let mut out = vec![0u64; batch];
+            let mut step = 0u64;
+            group.throughput(Throughput::Elements(batch as u64));
+            group.bench_function(BenchmarkId::from_parameter(batch), |b| {
+                b.iter(|| {
+                    sampler
+                        .fill(black_box(step), &mut out)
+                        .expect("right length");
+                    step += 1;
+                    black_box(&out);
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+fn bench_rand_baseline(c: &mut Criterion) {
+    let mut group = c.benchmark_group("rand_smallrng");
+    for batch in BATCHES {
+        let mut rng = SmallRng::seed_from_u64(0x5eed);
+        let mut out = vec![0u64; batch];
+        group.throughput(Throughput::Elements(batch as u64));
+        group.bench_function(BenchmarkId::from_parameter(batch), |b| {
+            b.iter(|| {
+                for slot in out.iter_mut() {
+                    *slot = rng.gen_range(0..black_box(N));
+                }
+                black_box(&out);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    // Short runs: the machine has two shared cores.
+    config = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(50);
+    targets = bench_modes, bench_rand_baseline
+}
+criterion_main!(benches);

@@ -1,0 +1,31 @@
+//! `Mode::Cyclic`: draws without replacement, one keyed permutation per cycle.
+
+use crate::feistel::{domain_bits, Feistel, ROUNDS, SMALL_DOMAIN_BITS, SMALL_ROUNDS};
+
+/// Writes `perm_c(p mod n)` with `c = p / n` for the positions `p0, p0 + 1, ...`.
+pub(crate) fn fill(n: u64, seed: u64, p0: u128, out: &mut [u64]) {
+    if domain_bits(n) <= SMALL_DOMAIN_BITS {
+        fill_rounds::<SMALL_ROUNDS>(n, seed, p0, out);
+    } else {
+        fill_rounds::<ROUNDS>(n, seed, p0, out);
+    }
+}
+
+/// The round keys are derived once per cycle touched by the call (one per
+/// call unless the batch crosses a cycle boundary), never per index.
+fn fill_rounds<const R: usize>(n: u64, seed: u64, p0: u128, out: &mut [u64]) {
+    let wide_n = u128::from(n);
+    let mut cycle = p0 / wide_n;
+    let mut offset = (p0 % wide_n) as u64;
+    let mut rest = out;
+    while !rest.is_empty() {
+        // `offset < n`, so at least one slot is taken each pass.
+        let take = (n - offset).min(rest.len() as u64) as usize;
+        let (head, tail) = rest.split_at_mut(take);
+        Feistel::<R>::new(n, seed, cycle).fill(offset, head);
+        rest = tail;
+        offset = 0;
+        // The last position is below 2^128 - 2^64, so `cycle + 1` fits.
+        cycle += 1;
+    }
+}

@@ -1,0 +1,73 @@
+//! The one error type of the crate.
+
+use std::fmt;
+
+/// Why a [`Sampler`](crate::Sampler) could not be built, sharded or filled.
+///
+/// Every variant carries the offending values so the message can be shown
+/// to a user as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SamplerError {
+    /// The dataset length was 0: there is no index to draw.
+    EmptyDataset,
+    /// The global batch size was 0.
+    ZeroBatch,
+    /// The shard count (`world`) was 0.
+    ZeroWorld,
+    /// `rank` was not below `world`.
+    RankOutOfRange {
+        /// The rank asked for.
+        rank: usize,
+        /// The number of ranks.
+        world: usize,
+    },
+    /// The global batch cannot be split evenly between the ranks.
+    BatchNotDivisible {
+        /// The global batch size.
+        batch: usize,
+        /// The number of ranks.
+        world: usize,
+    },
+    /// The output slice given to `fill` does not have the local batch length.
+    OutLength {
+        /// The local batch size of the sampler.
+        expected: usize,
+        /// The length of the slice that was passed.
+        actual: usize,
+    },
+    /// A mode name that is not `sequential`, `iid` or `cyclic`.
+    UnknownMode(String),
+}
+
+impl fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyDataset => write!(f, "dataset length must be at least 1 (got len = 0)"),
+            Self::ZeroBatch => write!(f, "batch size must be at least 1 (got batch = 0)"),
+            Self::ZeroWorld => write!(f, "world size must be at least 1 (got world = 0)"),
+            Self::RankOutOfRange { rank, world } => {
+                write!(
+                    f,
+                    "rank {rank} is out of range for world size {world} (need rank < world)"
+                )
+            }
+            Self::BatchNotDivisible { batch, world } => write!(
+                f,
+                "global batch size {batch} is not divisible by world size {world} \
+                 (remainder {})",
+                batch % world
+            ),
+            Self::OutLength { expected, actual } => write!(
+                f,
+                "output slice has length {actual} but the local batch size is {expected}"
+            ),
+            Self::UnknownMode(name) => write!(
+                f,
+                "unknown sampling mode {name:?} (expected \"sequential\", \"iid\" or \"cyclic\")"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SamplerError {}
