@@ -44,6 +44,11 @@ pub enum Error {
     WriterPoisoned { path: PathBuf, first_error: String },
     /// zstd (compression, decompression or dictionary training) failed.
     Codec(String),
+    /// Memory for a buffer could not be had.
+    OutOfMemory(String),
+    /// A zring thread failed in a way that is a bug, not a property of the input
+    /// (a panicked worker, a poisoned lock). Please report it.
+    Internal(String),
 }
 
 impl Error {
@@ -117,6 +122,8 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::Codec(detail) => write!(f, "zstd: {detail}"),
+            Error::OutOfMemory(detail) => write!(f, "out of memory: {detail}"),
+            Error::Internal(detail) => write!(f, "internal error (a zring bug): {detail}"),
         }
     }
 }
@@ -135,6 +142,8 @@ impl From<Error> for io::Error {
         let kind = match &e {
             Error::Io { source, .. } => source.kind(),
             Error::AlreadyExists { .. } => io::ErrorKind::AlreadyExists,
+            Error::OutOfMemory(_) => io::ErrorKind::OutOfMemory,
+            Error::Internal(_) => io::ErrorKind::Other,
             Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::Schema(_) => {
                 io::ErrorKind::InvalidInput
             }

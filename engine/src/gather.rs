@@ -293,8 +293,15 @@ impl Store {
     /// error (the lowest index).
     pub fn verify_range(&self, range: Range<u64>) -> Result<()> {
         let inner = &*self.inner;
-        let end = range.end.min(self.len());
-        let start = range.start.min(end);
+        if range.start > range.end || range.end > self.len() {
+            return Err(Error::arg(format!(
+                "verify range {}..{} is not inside 0..{}",
+                range.start,
+                range.end,
+                self.len()
+            )));
+        }
+        let (start, end) = (range.start, range.end);
         let n = (end - start) as usize;
         const PER_TASK: usize = 256;
         let tasks = n.div_ceil(PER_TASK);

@@ -36,7 +36,7 @@ impl<T: Send + 'static> Pending<T> {
 }
 
 fn dropped() -> Error {
-    Error::Codec("the read ended without a result (its worker panicked)".into())
+    Error::Internal("the read ended without a result (its worker panicked)".into())
 }
 
 impl<T> Future for Pending<T> {

@@ -25,6 +25,25 @@ use crate::store::Inner;
 
 /// How many dictionary decoders a thread keeps (one per recently read store).
 const DICT_CACHE: usize = 8;
+/// The most scratch one io_uring window uses (compressed and direct reads land in
+/// scratch): bounds per-thread memory whatever the batch size.
+const SCRATCH_WINDOW: usize = 8 << 20;
+/// The most records one io_uring window plans at once.
+const WINDOW_RECORDS: usize = 4096;
+/// Scratch above this is released after a task, so one huge gather does not pin
+/// memory in every thread for the life of the process.
+const SCRATCH_KEEP: usize = 16 << 20;
+
+/// One record of an io_uring window.
+struct Planned<'d> {
+    index: u64,
+    entry: Entry,
+    slot: Option<&'d mut [u8]>,
+    /// Whether the read goes straight into the slot (else into scratch).
+    into_slot: bool,
+    start: u64,
+    len: usize,
+}
 
 /// zstd decompression contexts of one thread.
 #[derive(Default)]
@@ -59,6 +78,20 @@ pub(crate) fn with_ctx<T>(f: impl FnOnce(&mut DecodeCtx) -> Result<T>) -> Result
 impl DecodeCtx {
     pub(crate) fn decoders(&mut self) -> &mut Decoders {
         &mut self.decoders
+    }
+
+    /// Releases scratch grown beyond what a usual task needs.
+    fn shrink(&mut self) {
+        if self.scratch.capacity() > SCRATCH_KEEP {
+            self.scratch = Vec::new();
+        }
+        if self
+            .aligned
+            .as_ref()
+            .is_some_and(|b| b.len() > SCRATCH_KEEP)
+        {
+            self.aligned = None;
+        }
     }
 }
 
@@ -101,11 +134,11 @@ fn aligned_scratch(slot: &mut Option<AlignedBuf>, len: usize) -> Result<&mut Ali
         let cap = len.next_power_of_two().max(1 << 16);
         *slot = Some(
             AlignedBuf::new(cap, DIRECT_ALIGN)
-                .map_err(|e| Error::Codec(format!("cannot allocate direct-read scratch: {e}")))?,
+                .map_err(|e| Error::OutOfMemory(format!("direct-read scratch: {e}")))?,
         );
     }
     slot.as_mut()
-        .ok_or_else(|| Error::Codec("direct-read scratch missing".into()))
+        .ok_or_else(|| Error::Internal("direct-read scratch missing".into()))
 }
 
 /// The aligned span `[start, end)` an O_DIRECT read of `e` must cover.
@@ -226,74 +259,96 @@ impl Inner {
         items: impl Iterator<Item = (u64, &'d mut [u8])>,
         ctx: &mut DecodeCtx,
     ) -> Result<()> {
-        if self.backend != Backend::Uring {
-            for (i, dst) in items {
+        // A thread that cannot have a ring of its own (see thread_ring_ready) reads
+        // with pread instead of failing.
+        let result = if self.backend != Backend::Uring || !uring::thread_ring_ready() {
+            items.into_iter().try_for_each(|(i, dst)| {
                 let e = self.entry(i)?;
-                self.read_record(i, &e, dst, ctx)?;
-            }
-            return Ok(());
-        }
-        self.read_many_uring(items, ctx)
+                self.read_record(i, &e, dst, ctx)
+            })
+        } else {
+            self.read_many_uring(items, ctx)
+        };
+        ctx.shrink();
+        result
     }
 
+    /// Reads a task's records through this thread's ring, one window of at most
+    /// `SCRATCH_WINDOW` bytes of scratch at a time, so a task's share of a huge
+    /// compressed batch never needs scratch for all of it at once.
     fn read_many_uring<'d>(
         &self,
         items: impl Iterator<Item = (u64, &'d mut [u8])>,
         ctx: &mut DecodeCtx,
     ) -> Result<()> {
+        let direct = self.direct_file.is_some();
+        let mut items = items.peekable();
+        let hint = items.size_hint().0.min(WINDOW_RECORDS);
+        let mut window: Vec<Planned<'d>> = Vec::with_capacity(hint);
+        while items.peek().is_some() {
+            window.clear();
+            let mut scratch_len = 0usize;
+            while let Some((i, dst)) = items.next_if(|_| {
+                window.len() < WINDOW_RECORDS && (window.is_empty() || scratch_len < SCRATCH_WINDOW)
+            }) {
+                let e = self.entry(i)?;
+                if dst.len() != e.logical_len as usize {
+                    return Err(Error::arg(format!(
+                        "destination slot of {} bytes for record {i} of {} bytes",
+                        dst.len(),
+                        e.logical_len
+                    )));
+                }
+                let into_slot = if direct {
+                    direct_into_slot(&e, dst)
+                } else {
+                    e.codec == RecordCodec::Raw
+                };
+                let (start, end) = if direct && !into_slot {
+                    direct_span(&e)
+                } else {
+                    (e.offset, e.offset + u64::from(e.stored_len))
+                };
+                let len = (end - start) as usize;
+                if !into_slot {
+                    scratch_len += len;
+                }
+                window.push(Planned {
+                    index: i,
+                    entry: e,
+                    slot: Some(dst),
+                    into_slot,
+                    start,
+                    len,
+                });
+            }
+            self.read_window(&mut window, scratch_len, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Issues one window's reads and decodes each record as its read completes.
+    fn read_window(
+        &self,
+        window: &mut [Planned<'_>],
+        scratch_len: usize,
+        ctx: &mut DecodeCtx,
+    ) -> Result<()> {
         /// What to do when a read completes.
-        struct Pending<'d> {
+        struct Pending<'s> {
             index: u64,
             entry: Entry,
             /// The slot, when the read went to scratch and must be copied or decoded.
-            target: Option<&'d mut [u8]>,
+            target: Option<&'s mut [u8]>,
             /// Where the record starts inside the bytes read.
             skip: usize,
-        }
-        let direct = self.direct_file.is_some();
-        let hint = items.size_hint().0;
-        // (pending, read offset, read len)
-        let mut plan: Vec<(Pending<'d>, u64, usize)> = Vec::with_capacity(hint);
-        let mut slots: Vec<Option<&'d mut [u8]>> = Vec::with_capacity(hint);
-        let mut scratch_len = 0usize;
-        for (i, dst) in items {
-            let e = self.entry(i)?;
-            if dst.len() != e.logical_len as usize {
-                return Err(Error::arg(format!(
-                    "destination slot of {} bytes for record {i} of {} bytes",
-                    dst.len(),
-                    e.logical_len
-                )));
-            }
-            let into_slot = if direct {
-                direct_into_slot(&e, dst)
-            } else {
-                e.codec == RecordCodec::Raw
-            };
-            let (start, end) = if direct && !into_slot {
-                direct_span(&e)
-            } else {
-                (e.offset, e.offset + u64::from(e.stored_len))
-            };
-            let len = (end - start) as usize;
-            if !into_slot {
-                scratch_len += len;
-            }
-            let pending = Pending {
-                index: i,
-                entry: e,
-                target: None,
-                skip: (e.offset - start) as usize,
-            };
-            plan.push((pending, start, len));
-            slots.push(Some(dst));
         }
         let DecodeCtx {
             scratch,
             aligned,
             decoders,
         } = ctx;
-        let mut rest: &mut [u8] = if direct {
+        let mut rest: &mut [u8] = if self.direct_file.is_some() {
             &mut aligned_scratch(aligned, scratch_len)?[..scratch_len]
         } else {
             if scratch.len() < scratch_len {
@@ -301,25 +356,29 @@ impl Inner {
             }
             &mut scratch[..scratch_len]
         };
-        let mut reqs: Vec<ReadReq<'_>> = Vec::with_capacity(plan.len());
-        let mut pending: Vec<Pending<'d>> = Vec::with_capacity(plan.len());
-        for ((mut p, start, len), slot) in plan.into_iter().zip(slots) {
-            let slot = slot.ok_or_else(|| Error::arg("slot used twice"))?;
-            let into_slot = if direct {
-                direct_into_slot(&p.entry, slot)
-            } else {
-                p.entry.codec == RecordCodec::Raw
-            };
-            let buf: &mut [u8] = if into_slot {
+        let mut reqs: Vec<ReadReq<'_>> = Vec::with_capacity(window.len());
+        let mut pending: Vec<Pending<'_>> = Vec::with_capacity(window.len());
+        for p in window.iter_mut() {
+            let slot = p.slot.take().ok_or_else(|| Error::arg("slot used twice"))?;
+            let mut target = None;
+            let buf: &mut [u8] = if p.into_slot {
                 slot
             } else {
-                p.target = Some(slot);
-                let (head, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                target = Some(slot);
+                let (head, tail) = std::mem::take(&mut rest).split_at_mut(p.len);
                 rest = tail;
                 head
             };
-            reqs.push(ReadReq { buf, offset: start });
-            pending.push(p);
+            reqs.push(ReadReq {
+                buf,
+                offset: p.start,
+            });
+            pending.push(Pending {
+                index: p.index,
+                entry: p.entry,
+                target,
+                skip: (p.entry.offset - p.start) as usize,
+            });
         }
         let file = self.direct_file.as_ref().unwrap_or(&self.file);
         let mut failure: Option<Error> = None;

@@ -107,6 +107,16 @@ impl Store {
         }
         let map = Mapping::new(&file).map_err(|e| Error::io(&path, "mapping the store", e))?;
         let bytes = map.bytes();
+        // Checked again on the mapping itself: the file may have shrunk in between.
+        if bytes.len() < 2 * BLOCK {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "the file is {} bytes, too small for a superblock and a footer",
+                    bytes.len()
+                ),
+            ));
+        }
         let block_err = |e: BlockError, which: &str| match e {
             BlockError::Magic => Error::corrupt(&path, format!("bad {which} magic")),
             BlockError::Checksum => Error::corrupt(&path, format!("{which} checksum mismatch")),
@@ -121,6 +131,16 @@ impl Store {
             Superblock::decode(&bytes[..BLOCK]).map_err(|e| block_err(e, "superblock"))?;
         let footer_at = bytes.len() - BLOCK;
         let footer = Footer::decode(&bytes[footer_at..]).map_err(|e| block_err(e, "footer"))?;
+        // The metadata is read front to back right now (checksums), and the table on
+        // every record lookup: read it ahead. The data region is read at random.
+        // (The footer is not validated yet: clamp, never trust.)
+        let meta_start = footer
+            .data
+            .offset
+            .saturating_add(footer.data.len)
+            .clamp(BLOCK as u64, bytes.len() as u64) as usize;
+        map.advise_sequential(meta_start..bytes.len());
+        map.advise_random(BLOCK..meta_start);
         let stored = check_layout(&path, bytes, &superblock, &footer)?;
         let backend = resolve_backend(&path, &opts, &map, &footer)?;
         if backend != Backend::Mmap {

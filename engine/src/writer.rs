@@ -83,6 +83,8 @@ pub struct Writer {
     shapes: Vec<u32>,
     slots: Vec<Slot>,
     poisoned: Option<String>,
+    /// Set once the file is at its final path: Drop must then leave it alone.
+    published: bool,
 }
 
 /// Where one record's bytes are in an append's source.
@@ -189,6 +191,7 @@ impl Writer {
             shapes: Vec::new(),
             slots: Vec::new(),
             poisoned: None,
+            published: false,
             opts,
         };
         let sb = Superblock::current(writer.opts.align).encode();
@@ -294,7 +297,9 @@ impl Writer {
         let mut chunks: Vec<Range<usize>> = Vec::new();
         let (mut start, mut acc) = (0usize, 0usize);
         for i in 0..n {
-            acc += src.range(i).len();
+            // Count the padding too: with a large alignment and small records it
+            // dominates the staging buffer.
+            acc += src.range(i).len() + self.opts.align as usize;
             if acc >= chunk_bytes || i + 1 == n {
                 chunks.push(start..i + 1);
                 start = i + 1;
@@ -342,14 +347,22 @@ impl Writer {
                     .iter_mut()
                     .map(|slot| {
                         let job = &job;
-                        s.spawn(move || job.run(slot))
+                        s.spawn(move || {
+                            // A panicking thread must release the others waiting
+                            // for its turn, or they would wait forever.
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run(slot)))
+                                .unwrap_or_else(|_| {
+                                    job.fail();
+                                    Err(Error::Internal("a writer thread panicked".into()))
+                                })
+                        })
                     })
                     .collect();
                 handles
                     .into_iter()
                     .map(|h| {
                         h.join().unwrap_or_else(|_| {
-                            Err(Error::Codec("a writer thread panicked".into()))
+                            Err(Error::Internal("a writer thread panicked".into()))
                         })
                     })
                     .collect()
@@ -376,7 +389,7 @@ impl Writer {
         }
         let mut entries = Vec::with_capacity(n);
         for c in per_chunk {
-            entries.extend(c.ok_or_else(|| Error::Codec("a chunk was not written".into()))?);
+            entries.extend(c.ok_or_else(|| Error::Internal("a chunk was not written".into()))?);
         }
         self.data_end = job.written_end.load(Ordering::Relaxed);
         Ok(entries)
@@ -456,8 +469,15 @@ impl Writer {
             .map_err(|e| Error::io(&self.tmp_path, "fsync of the store", e))?;
         drop(file);
         self.publish()?;
+        self.published = true;
         let dir = parent_dir(&self.path);
-        file::sync_dir(&dir).map_err(|e| Error::io(dir, "fsync of the directory", e))
+        file::sync_dir(&dir).map_err(|e| {
+            Error::io(
+                dir,
+                "fsync of the directory (the store is in place, but its name may not survive a crash)",
+                e,
+            )
+        })
     }
 
     /// Moves the finished temporary file to the final path; without overwrite this
@@ -527,9 +547,9 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        // After a successful publish the temporary name no longer exists, so this
-        // only ever removes an unfinished or failed store.
-        self.discard();
+        if !self.published {
+            self.discard();
+        }
     }
 }
 
@@ -689,7 +709,11 @@ impl Job<'_> {
             let mut pos = 0usize;
             for i in records.clone() {
                 let rec = &bytes[self.src.range(i)];
-                pos = align_up(pos as u64, self.align).unwrap_or(u64::MAX) as usize;
+                // Padding is zero (the spec says so, and it keeps files identical
+                // whatever the thread count): the reused buffer may hold old bytes.
+                let next = align_up(pos as u64, self.align).unwrap_or(u64::MAX) as usize;
+                slot.buf[pos..next].fill(0);
+                pos = next;
                 let entry = match slot.compressor.as_mut() {
                     Some(c) if rec.len() > 1 => {
                         // Capacity one byte short of the record: zstd fails unless the
@@ -734,13 +758,13 @@ impl Job<'_> {
 
     /// Waits for chunk `k`'s turn and takes `len` bytes of file at an aligned offset.
     fn reserve(&self, k: usize, len: u64) -> Result<u64> {
-        let poisoned = || Error::Codec("writer lock poisoned".into());
+        let poisoned = || Error::Internal("writer lock poisoned".into());
         let mut order = self.order.lock().map_err(|_| poisoned())?;
         while order.turn != k && !order.failed {
             order = self.turn_changed.wait(order).map_err(|_| poisoned())?;
         }
         if order.failed {
-            return Err(Error::Codec(ANOTHER_THREAD_FAILED.into()));
+            return Err(Error::Internal(ANOTHER_THREAD_FAILED.into()));
         }
         let base = align_up(order.data_end, self.align)
             .and_then(|b| b.checked_add(len).map(|end| (b, end)));
@@ -766,7 +790,7 @@ impl Job<'_> {
 const ANOTHER_THREAD_FAILED: &str = "another writer thread failed";
 
 fn is_secondary(e: &Error) -> bool {
-    matches!(e, Error::Codec(d) if d == ANOTHER_THREAD_FAILED)
+    matches!(e, Error::Internal(d) if d == ANOTHER_THREAD_FAILED)
 }
 
 fn raw_entry(offset: u64, rec: &[u8]) -> Entry {

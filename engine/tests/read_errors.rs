@@ -191,14 +191,16 @@ fn a_ragged_layout_that_does_not_fit_is_refused_without_panicking() {
 }
 
 #[test]
-fn verify_range_clamps_to_the_store_and_the_mmap_backend_refuses_direct() {
+fn verify_range_refuses_ranges_outside_the_store_and_the_mmap_backend_refuses_direct() {
     let dir = tempfile::tempdir().expect("tempdir");
     let fx = dense_mixed(dir.path(), N);
     let store = open(&fx.path).expect("open");
-    store.verify_range(10..1000).expect("clamped");
+    store.verify_range(10..N as u64).expect("inside");
+    store.verify_range(5..5).expect("empty");
+    expect_invalid(store.verify_range(10..N as u64 + 1), "not inside");
     #[allow(clippy::reversed_empty_ranges)]
-    store.verify_range(20..3).expect("empty");
-    store.verify_range(u64::MAX - 1..u64::MAX).expect("beyond");
+    expect_invalid(store.verify_range(20..3), "not inside");
+    expect_invalid(store.verify_range(u64::MAX - 1..u64::MAX), "not inside");
     let opts = ReadOptions {
         backend: Backend::Mmap,
         direct: true,

@@ -232,3 +232,41 @@ fn user_metadata_and_the_stored_schema_round_trip() {
     assert!(store.writer_version().starts_with("zring "));
     assert_eq!(store.format_version(), (1, 0));
 }
+
+#[test]
+fn padding_is_zero_and_the_file_does_not_depend_on_the_thread_count() {
+    use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Mixed sizes so compressed lengths vary and padding appears between records.
+    let bytes: Vec<u8> = (0..3000u32 * 700)
+        .map(|i| ((i / 700) as u8).wrapping_mul((i % 13) as u8))
+        .collect();
+    let mut files = Vec::new();
+    for threads in [1usize, 4] {
+        let path = dir.path().join(format!("t{threads}.zr"));
+        let opts = WriteOptions {
+            codec: Codec::Zstd,
+            align: 4096,
+            threads,
+            chunk_bytes: 64 << 10,
+            ..WriteOptions::default()
+        };
+        let mut w = Writer::create(&path, Schema::dense(DType::U8, &[700]), opts).expect("create");
+        w.append_dense(&bytes).expect("append");
+        w.close().expect("close");
+        files.push(std::fs::read(&path).expect("read"));
+    }
+    assert!(files[0] == files[1], "thread count changed the file");
+    let store =
+        zring_engine::Store::open(dir.path().join("t1.zr"), Default::default()).expect("open");
+    let mut covered = vec![false; files[0].len()];
+    for i in 0..store.len() {
+        let e = store.entry(i).expect("entry");
+        for b in &mut covered[e.offset as usize..(e.offset + u64::from(e.stored_len)) as usize] {
+            *b = true;
+        }
+    }
+    let data = 4096..(store.entry(store.len() - 1).expect("last").offset as usize);
+    let stray = data.filter(|&k| !covered[k] && files[0][k] != 0).count();
+    assert_eq!(stray, 0, "non-zero padding bytes");
+}

@@ -13,7 +13,9 @@
 //! request rounded up to a quarter of its power of two (`2^k`, `1.25 * 2^k`,
 //! `1.5 * 2^k`, `1.75 * 2^k`), so a buffer wastes at most 25%. A request may also
 //! take a free buffer of a larger class up to 1.5 times its own, so batches whose
-//! size varies a little (ragged records) keep reusing the same buffers.
+//! size varies a little (ragged records) keep reusing the same buffers. Requests
+//! that always have one size use [`BufPool::get_exact`], which allocates no more
+//! than asked and reuses only buffers of exactly that size.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -25,6 +27,9 @@ use crate::buffer::{AlignedBuf, DEFAULT_ALIGN};
 
 /// The smallest size class: every request up to this many bytes shares it.
 pub const MIN_CLASS_BYTES: usize = 4096;
+
+/// A class's free list reserves room for up to this many buffers when it is made.
+const MAX_RESERVED_PER_CLASS: usize = 256;
 
 /// How a [`BufPool`] allocates and how much it keeps.
 #[derive(Clone, Debug)]
@@ -139,33 +144,56 @@ impl BufPool {
     /// a little more). A recycled buffer holds whatever its previous user wrote; a
     /// fresh one is zeroed. Fails only if a fresh buffer cannot be allocated or pinned.
     pub fn get(&self, len: usize) -> io::Result<PooledBuf> {
-        let class = size_class(len);
-        let reused = self.inner.pop(class);
-        let buf = match reused {
-            Some(buf) => {
-                self.inner.reuses.fetch_add(1, Ordering::Relaxed);
-                buf
-            }
-            None => {
-                let opts = &self.inner.opts;
-                let buf = if opts.pinned {
-                    AlignedBuf::pinned(class, opts.align)?
-                } else {
-                    AlignedBuf::new(class, opts.align)?
-                };
-                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
-                buf
-            }
-        };
+        self.take(len, false)
+    }
+
+    /// Like [`get`](Self::get), but the buffer has exactly `len` bytes of capacity
+    /// instead of `len`'s size class: for requests that always have the same size
+    /// (dense batches), which then cost no rounding in memory. Only a free buffer of
+    /// exactly that capacity is reused, and `get` takes only class-sized buffers, so
+    /// the two kinds of request never take each other's buffers.
+    pub fn get_exact(&self, len: usize) -> io::Result<PooledBuf> {
+        self.take(len, true)
+    }
+
+    fn take(&self, len: usize, exact: bool) -> io::Result<PooledBuf> {
+        // Counted as live before looking for a free buffer, and (in `put`) until it
+        // is back on a list: then a buffer returned while this one is allocated was
+        // still counted, and `live_high_water` bounds the buffers ever allocated for
+        // requests of one size.
         let live = self.inner.live.fetch_add(1, Ordering::Relaxed) + 1;
         self.inner
             .live_high_water
             .fetch_max(live, Ordering::Relaxed);
+        let buf = match self.inner.pop(len, exact) {
+            Some(buf) => {
+                self.inner.reuses.fetch_add(1, Ordering::Relaxed);
+                buf
+            }
+            None => match self.allocate(if exact { len } else { size_class(len) }) {
+                Ok(buf) => buf,
+                Err(e) => {
+                    self.inner.live.fetch_sub(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            },
+        };
         Ok(PooledBuf {
             buf: Some(buf),
             len,
             pool: Arc::clone(&self.inner),
         })
+    }
+
+    fn allocate(&self, capacity: usize) -> io::Result<AlignedBuf> {
+        let opts = &self.inner.opts;
+        let buf = if opts.pinned {
+            AlignedBuf::pinned(capacity, opts.align)?
+        } else {
+            AlignedBuf::new(capacity, opts.align)?
+        };
+        self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+        Ok(buf)
     }
 
     /// The pool's counters now.
@@ -219,17 +247,24 @@ impl Inner {
         self.free.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The smallest free buffer of `class` up to 1.5 x `class`.
-    fn pop(&self, class: usize) -> Option<AlignedBuf> {
-        let limit = class.saturating_add(class / 2);
+    /// A free buffer of capacity exactly `len` (`exact`), or else the smallest
+    /// class-sized one from `len`'s size class up to 1.5 x that class.
+    fn pop(&self, len: usize, exact: bool) -> Option<AlignedBuf> {
         let mut lists = self.lock();
         if lists.count == 0 {
             return None;
         }
-        let buf = lists
-            .by_class
-            .range_mut(class..=limit)
-            .find_map(|(_, list)| list.pop())?;
+        let buf = if exact {
+            lists.by_class.get_mut(&len).and_then(Vec::pop)?
+        } else {
+            let class = size_class(len);
+            let limit = class.saturating_add(class / 2);
+            lists
+                .by_class
+                .range_mut(class..=limit)
+                .filter(|(&cap, _)| size_class(cap) == cap)
+                .find_map(|(_, list)| list.pop())?
+        };
         lists.count -= 1;
         lists.bytes -= buf.len();
         Some(buf)
@@ -237,7 +272,6 @@ impl Inner {
 
     /// Takes a returned buffer back, or frees it (outside the lock) if the pool is full.
     fn put(&self, buf: AlignedBuf) {
-        self.live.fetch_sub(1, Ordering::Relaxed);
         let cap = buf.len();
         let rejected = {
             let mut lists = self.lock();
@@ -246,12 +280,21 @@ impl Inner {
             if fits {
                 lists.count += 1;
                 lists.bytes += cap;
-                lists.by_class.entry(cap).or_default().push(buf);
+                // A class's list is sized for the most buffers it may keep, so that
+                // pushing never reallocates once the class exists.
+                let reserve = self.opts.max_free.min(MAX_RESERVED_PER_CLASS);
+                lists
+                    .by_class
+                    .entry(cap)
+                    .or_insert_with(|| Vec::with_capacity(reserve))
+                    .push(buf);
                 None
             } else {
                 Some(buf)
             }
         };
+        // Still live until it is back on a list (see `BufPool::take`).
+        self.live.fetch_sub(1, Ordering::Relaxed);
         if rejected.is_some() {
             self.released.fetch_add(1, Ordering::Relaxed);
         }
@@ -442,6 +485,30 @@ mod tests {
         assert_eq!(s.live_high_water, 4);
         p.reset_high_water();
         assert_eq!(p.stats().live_high_water, 0);
+    }
+
+    #[test]
+    fn exact_requests_allocate_no_rounding_and_are_reused() {
+        let p = pool(8);
+        let len = 256 * 150_528;
+        let b = p.get_exact(len).expect("get");
+        assert_eq!((b.len(), b.capacity()), (len, len));
+        let addr = b.as_ptr() as usize;
+        drop(b);
+        let again = p.get_exact(len).expect("get");
+        assert_eq!(again.as_ptr() as usize, addr);
+        drop(again);
+        // Class-rounded requests do not take exact buffers, nor the other way round.
+        let class = p.get(len).expect("get");
+        assert_eq!(class.capacity(), size_class(len));
+        drop(class);
+        let exact = p.get_exact(len).expect("get");
+        assert_eq!(exact.as_ptr() as usize, addr);
+        assert_eq!(p.stats().allocations, 2);
+        // An exact request of a class size shares the class buffers.
+        drop(p.get(8000).expect("get"));
+        assert_eq!(p.get_exact(8192).expect("get").capacity(), 8192);
+        assert_eq!(p.stats().allocations, 3);
     }
 
     #[test]

@@ -17,6 +17,12 @@ pub fn pin_current_thread(k: usize) -> bool {
     }
 }
 
+/// Pins the current thread to core `id` (an OS CPU number, as in
+/// [`crate::topology::Placement::cores`]). Returns whether the OS accepted it.
+pub fn pin_current_thread_to_core(id: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,10 +136,6 @@ impl Mapping {
         // the caller opened a file that is only ever replaced by rename, never modified
         // in place (see the type's docs for the truncation caveat).
         let map = unsafe { memmap2::MmapOptions::new().map(file)? };
-        #[cfg(unix)]
-        {
-            let _ = map.advise(memmap2::Advice::Random);
-        }
         Ok(Self { map: Some(map) })
     }
 
@@ -168,6 +164,38 @@ impl Mapping {
         }
         #[cfg(not(unix))]
         None
+    }
+
+    /// Advises that `range` will be read at random (no readahead on faults).
+    /// Advisory: out-of-range parts and errors are ignored.
+    pub fn advise_random(&self, range: std::ops::Range<usize>) {
+        self.advise(range, true);
+    }
+
+    /// Advises that `range` is needed soon and read in order (readahead it now).
+    pub fn advise_sequential(&self, range: std::ops::Range<usize>) {
+        self.advise(range, false);
+    }
+
+    fn advise(&self, range: std::ops::Range<usize>, random: bool) {
+        #[cfg(unix)]
+        if let Some(map) = &self.map {
+            let end = range.end.min(map.len());
+            if range.start >= end {
+                return;
+            }
+            let page = crate::buffer::page_size();
+            let start = range.start / page * page;
+            let len = end - start;
+            let advice = if random {
+                memmap2::Advice::Random
+            } else {
+                memmap2::Advice::WillNeed
+            };
+            let _ = map.advise_range(advice, start, len);
+        }
+        #[cfg(not(unix))]
+        let _ = (range, random);
     }
 
     /// The mapped bytes.

@@ -2,7 +2,7 @@
 //!
 //! Nothing here knows about records or stores. It holds:
 //!
-//! - [`file`]: positional reads and writes (`pread`/`pwrite` on unix, `seek_read` on
+//! - [`file`](mod@file): positional reads and writes (`pread`/`pwrite` on unix, `seek_read` on
 //!   Windows), durable publish helpers (`fsync` of files and directories), and the
 //!   read-only [`file::Mapping`] used by the `mmap` backend and for mapped metadata.
 //! - [`backend`]: the [`backend::Backend`] choice that the engine's gather path
@@ -20,6 +20,8 @@
 //! - [`oneshot`]: a lock-free one-shot channel whose receiver is a `Future`, for the
 //!   engine's runtime-agnostic async API.
 //! - [`cpu`]: how many cores to use and how to pin a thread to one.
+//! - [`topology`]: [`topology::Placement`], which cores the pool pins its workers to
+//!   (NUMA- and SMT-aware with the `hwloc` feature; `ZRING_CORES` overrides).
 //!
 //! `unsafe` code in zring lives here, each block with a `SAFETY:` comment.
 
@@ -31,6 +33,7 @@ pub mod file;
 pub mod oneshot;
 pub mod pool;
 pub mod shared;
+pub mod topology;
 pub mod uring;
 
 pub use backend::Backend;

@@ -9,11 +9,13 @@
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
+
+use crate::topology::{Basis, Placement};
 
 /// How long an idle worker polls for new work before it parks: long enough to catch
 /// the next batch of a tight gather loop, short enough not to burn a core for nothing.
@@ -34,6 +36,8 @@ struct Job {
     next: AtomicUsize,
     done: AtomicUsize,
     panicked: AtomicBool,
+    /// The first panic payload, re-raised on the caller with its own message.
+    payload: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     owner: Thread,
 }
 
@@ -54,8 +58,13 @@ impl Job {
             // SAFETY: i < tasks was claimed by this thread, so the caller is still
             // inside `run` waiting for it (see the field's docs).
             let task = unsafe { &*self.task };
-            if panic::catch_unwind(AssertUnwindSafe(|| task(i))).is_err() {
-                self.panicked.store(true, Ordering::Relaxed);
+            if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| task(i))) {
+                // Only on a panic: the lock is never taken on the normal path.
+                if !self.panicked.swap(true, Ordering::Relaxed) {
+                    if let Ok(mut slot) = self.payload.lock() {
+                        *slot = Some(p);
+                    }
+                }
             }
             if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.tasks {
                 self.owner.unpark();
@@ -77,6 +86,8 @@ struct Shared {
     detached: SegQueue<Detached>,
     workers: Vec<Worker>,
     shutdown: AtomicBool,
+    /// The process that started the workers.
+    pid: u32,
 }
 
 /// A pool of `workers` threads. Dropping the pool stops them.
@@ -89,9 +100,21 @@ thread_local! {
 }
 
 impl Pool {
-    /// Starts `workers` threads; with `pin`, worker k is pinned to core k + 1 so the
-    /// caller's usual core 0 stays free for the caller.
+    /// Starts `workers` threads; with `pin`, worker k is pinned to core k + 1 of
+    /// [`Placement::default`] so the caller's usual first core stays free for the
+    /// caller.
     pub fn new(workers: usize, pin: bool) -> std::io::Result<Self> {
+        let placement = pin.then(Placement::default);
+        Self::start(workers, placement.as_ref())
+    }
+
+    /// Starts `workers` threads, worker k pinned to `placement.core(k + 1)` (the
+    /// placement's first core is left to the caller).
+    pub fn pinned(workers: usize, placement: &Placement) -> std::io::Result<Self> {
+        Self::start(workers, Some(placement))
+    }
+
+    fn start(workers: usize, placement: Option<&Placement>) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             queue: SegQueue::new(),
             detached: SegQueue::new(),
@@ -102,30 +125,49 @@ impl Pool {
                 })
                 .collect(),
             shutdown: AtomicBool::new(false),
+            pid: std::process::id(),
         });
         for k in 0..workers {
             let shared2 = Arc::clone(&shared);
-            let handle = thread::Builder::new()
+            let core = placement.map(|p| p.core(k + 1));
+            let spawned = thread::Builder::new()
                 .name(format!("zring-worker-{k}"))
-                .spawn(move || worker_loop(&shared2, k, pin))?;
+                .spawn(move || worker_loop(&shared2, k, core));
+            let handle = match spawned {
+                Ok(h) => h,
+                Err(e) => {
+                    // Stop the workers already started (Drop of the partial pool).
+                    drop(Self { shared });
+                    return Err(e);
+                }
+            };
             let _ = shared.workers[k].thread.set(handle.thread().clone());
         }
         Ok(Self { shared })
     }
 
-    /// The process-wide pool: one worker per core beyond the caller's own
-    /// (`available_cores() - 1`), or `ZRING_THREADS - 1` when that is set.
-    /// Workers are pinned unless `ZRING_PIN=0`.
+    /// The process-wide pool. Workers are pinned to [`Placement::from_env`]
+    /// (`ZRING_CORES`, else [`Placement::default`]) when `ZRING_PIN=1` or
+    /// `ZRING_CORES` is set. Pinning is opt-in because a machine often runs several
+    /// zring processes (one per training rank or data-loader worker) that know nothing
+    /// of each other: pinned by default, they would all crowd onto the same cores.
+    /// Threads (workers + the caller): `ZRING_THREADS` when set; else one per chosen
+    /// core when the placement was chosen by NUMA node or listed explicitly (capped
+    /// by `available_cores()`); else `available_cores()`.
     pub fn global() -> &'static Pool {
         static GLOBAL: OnceLock<Pool> = OnceLock::new();
         GLOBAL.get_or_init(|| {
+            let pin = match std::env::var("ZRING_PIN") {
+                Ok(v) => v != "0",
+                Err(_) => std::env::var_os(crate::topology::CORES_ENV).is_some(),
+            };
+            let placement = pin.then(Placement::from_env);
             let threads = std::env::var("ZRING_THREADS")
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
                 .filter(|&n| n > 0)
-                .unwrap_or_else(crate::cpu::available_cores);
-            let pin = std::env::var("ZRING_PIN").map(|v| v != "0").unwrap_or(true);
-            Pool::new(threads - 1, pin).unwrap_or_else(|_| Pool::inline())
+                .unwrap_or_else(|| default_threads(placement.as_ref()));
+            Pool::start(threads - 1, placement.as_ref()).unwrap_or_else(|_| Pool::inline())
         })
     }
 
@@ -137,6 +179,7 @@ impl Pool {
                 detached: SegQueue::new(),
                 workers: Vec::new(),
                 shutdown: AtomicBool::new(false),
+                pid: std::process::id(),
             }),
         }
     }
@@ -151,8 +194,9 @@ impl Pool {
     /// other task has finished.
     pub fn run<F: Fn(usize) + Sync>(&self, tasks: usize, helpers: usize, task: F) {
         let helpers = helpers.min(self.workers()).min(tasks.saturating_sub(1));
-        // A worker that runs a nested batch must not wait on its own pool.
-        if helpers == 0 || IS_WORKER.with(|w| w.get()) {
+        // A worker that runs a nested batch must not wait on its own pool, and a
+        // forked child has none of the parent's threads.
+        if helpers == 0 || IS_WORKER.with(|w| w.get()) || self.forked() {
             (0..tasks).for_each(task);
             return;
         }
@@ -166,6 +210,7 @@ impl Pool {
             next: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
+            payload: Mutex::new(None),
             owner: thread::current(),
         });
         for _ in 0..helpers {
@@ -184,6 +229,9 @@ impl Pool {
             }
         }
         if job.panicked.load(Ordering::Relaxed) {
+            if let Some(p) = job.payload.lock().ok().and_then(|mut slot| slot.take()) {
+                panic::resume_unwind(p);
+            }
             panic!("a zring pool task panicked");
         }
     }
@@ -191,20 +239,33 @@ impl Pool {
     /// Runs `task` on a pool worker, detached from the caller (who typically waits on
     /// a `oneshot` future). With no workers it runs on the caller before returning.
     pub fn spawn(&self, task: impl FnOnce() + Send + 'static) {
-        if self.workers() == 0 {
-            task();
+        if self.workers() == 0 || self.forked() {
+            // No worker can take it: a thread of its own keeps the caller (an async
+            // runtime's thread) from blocking.
+            let _ = thread::Builder::new()
+                .name("zring-detached".into())
+                .spawn(task);
             return;
         }
         self.shared.detached.push(Box::new(task));
         self.wake(1);
     }
 
+    /// Whether this process is a fork of the one that started the workers (which do
+    /// not exist here).
+    fn forked(&self) -> bool {
+        self.shared.pid != std::process::id()
+    }
+
     fn wake(&self, mut wanted: usize) {
+        // Pairs with the worker's fence between announcing sleep and re-checking the
+        // queues: either the worker sees the push, or this sees `sleeping`.
+        std::sync::atomic::fence(Ordering::SeqCst);
         for worker in &self.shared.workers {
             if wanted == 0 {
                 break;
             }
-            if worker.sleeping.swap(false, Ordering::AcqRel) {
+            if worker.sleeping.swap(false, Ordering::SeqCst) {
                 if let Some(t) = worker.thread.get() {
                     t.unpark();
                 }
@@ -225,10 +286,22 @@ impl Drop for Pool {
     }
 }
 
-fn worker_loop(shared: &Shared, k: usize, pin: bool) {
+/// The global pool's thread count without `ZRING_THREADS`: one per core the
+/// placement chose by locality or by list (a NUMA node's cores, `ZRING_CORES`), so
+/// every worker has a core of its own; otherwise one per available core, as before
+/// placements existed.
+fn default_threads(placement: Option<&Placement>) -> usize {
+    let cores = crate::cpu::available_cores();
+    match placement {
+        Some(p) if *p.basis() != Basis::AllCores => cores.min(p.len()).max(1),
+        _ => cores,
+    }
+}
+
+fn worker_loop(shared: &Shared, k: usize, core: Option<usize>) {
     IS_WORKER.with(|w| w.set(true));
-    if pin {
-        crate::cpu::pin_current_thread(k + 1);
+    if let Some(core) = core {
+        crate::cpu::pin_current_thread_to_core(core);
     }
     let me = &shared.workers[k];
     loop {
@@ -257,7 +330,8 @@ fn worker_loop(shared: &Shared, k: usize, pin: bool) {
         if found {
             continue;
         }
-        me.sleeping.store(true, Ordering::Release);
+        me.sleeping.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
         // Re-check after announcing sleep: a push that missed the flag is seen here.
         if shared.queue.is_empty()
             && shared.detached.is_empty()
@@ -318,8 +392,50 @@ mod tests {
                 finished.fetch_add(1, Ordering::Relaxed);
             })
         }));
-        assert!(result.is_err());
+        let payload = result.expect_err("re-raised");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"boom"),
+            "the task's own message"
+        );
         assert_eq!(finished.load(Ordering::Relaxed), 49);
+    }
+
+    #[test]
+    fn a_forked_child_runs_batches_inline_and_spawns_threads() {
+        let pool = Pool::new(2, false).expect("pool");
+        pool.run(8, 2, |_| {});
+        // SAFETY: the child only uses the pool (threads, atomics, malloc, which glibc
+        // makes fork-safe) and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let hits = AtomicUsize::new(0);
+            pool.run(100, 2, |_| {
+                hits.fetch_add(1, Ordering::Relaxed);
+            });
+            let (tx, rx) = crate::oneshot::channel();
+            pool.spawn(move || tx.send(7u8));
+            let ok = hits.load(Ordering::Relaxed) == 100 && rx.wait() == Some(7);
+            // SAFETY: terminate the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child failed"
+        );
+    }
+
+    #[test]
+    fn with_no_workers_spawn_does_not_run_on_the_caller() {
+        let pool = Pool::inline();
+        let me = thread::current().id();
+        let (tx, rx) = crate::oneshot::channel();
+        pool.spawn(move || tx.send(thread::current().id()));
+        assert_ne!(rx.wait(), Some(me));
     }
 
     #[test]
@@ -339,6 +455,34 @@ mod tests {
         }
         let sum: u32 = rxs.into_iter().map(|rx| rx.wait().expect("value")).sum();
         assert_eq!(sum, (0..100).map(|i| i * 2).sum());
+    }
+
+    #[test]
+    fn pinned_workers_run_on_the_placements_cores_after_the_first() {
+        let allowed = crate::topology::allowed_cores();
+        let list: Vec<String> = allowed.iter().rev().map(usize::to_string).collect();
+        let placement = Placement::explicit(&list.join(",")).expect("allowed cores");
+        let pool = Pool::pinned(2, &placement).expect("pool");
+        // Both workers are parked; each detached task wakes one and stays there long
+        // enough that the other task finds the other worker.
+        let (tx0, rx0) = crate::oneshot::channel();
+        let (tx1, rx1) = crate::oneshot::channel();
+        for tx in [tx0, tx1] {
+            pool.spawn(move || {
+                let mask = core_affinity::get_core_ids().unwrap_or_default();
+                let name = thread::current().name().map(str::to_owned);
+                std::thread::sleep(Duration::from_millis(50));
+                tx.send((name, mask.into_iter().map(|c| c.id).collect::<Vec<_>>()));
+            });
+        }
+        for rx in [rx0, rx1] {
+            let (name, mask) = rx.wait().expect("task ran");
+            let k: usize = name
+                .and_then(|n| n.strip_prefix("zring-worker-").map(str::to_owned))
+                .and_then(|k| k.parse().ok())
+                .expect("ran on a pool worker");
+            assert_eq!(mask, vec![placement.core(k + 1)], "worker {k}");
+        }
     }
 
     #[test]

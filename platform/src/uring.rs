@@ -82,17 +82,60 @@ fn probe() -> bool {
 
 #[cfg(target_os = "linux")]
 thread_local! {
-    static RING: RefCell<Option<io_uring::IoUring>> = const { RefCell::new(None) };
+    /// This thread's ring and the process that created it: a ring inherited across
+    /// `fork` is shared with the parent (completions would cross), so a child makes
+    /// its own.
+    static RING: RefCell<Option<(u32, io_uring::IoUring)>> = const { RefCell::new(None) };
     /// Bytes done so far per request of the current batch (reused, no allocation
     /// per batch once grown).
     static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's ring, creating it on first use (and anew in a forked
+/// child).
+#[cfg(target_os = "linux")]
+fn with_ring<T>(f: impl FnOnce(&mut io_uring::IoUring) -> io::Result<T>) -> io::Result<T> {
+    RING.with(|cell| {
+        let mut slot = cell.try_borrow_mut().map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "re-entrant io_uring use on one thread",
+            )
+        })?;
+        let pid = std::process::id();
+        if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+            // Dropping an inherited ring only unmaps and closes this process's copy.
+            *slot = None;
+            *slot = Some((pid, io_uring::IoUring::new(MAX_DEPTH as u32)?));
+        }
+        match slot.as_mut() {
+            Some((_, ring)) => f(ring),
+            None => Err(io::Error::other("io_uring ring missing")),
+        }
+    })
+}
+
+/// Whether this thread has (or can now create) its ring. A process may be able to
+/// create one ring but not one per thread (RLIMIT_MEMLOCK on kernels before 5.12,
+/// or out of file descriptors); callers then read with pread on this thread.
+#[cfg(target_os = "linux")]
+pub fn thread_ring_ready() -> bool {
+    available() && with_ring(|_| Ok(())).is_ok()
+}
+
+/// Without io_uring there is no ring to be ready.
+#[cfg(not(target_os = "linux"))]
+pub fn thread_ring_ready() -> bool {
+    false
 }
 
 /// Reads every request of `reqs` completely from `file`, keeping up to `depth` reads
 /// in flight, and calls `done(i, buf)` as request `i` completes (on this thread).
 ///
 /// A read that hits end of file fails with `UnexpectedEof`; the first error (of a
-/// read or of `done`) is returned after every read in flight has been reaped.
+/// read or of `done`) is returned after every read in flight has been reaped. A panic
+/// in `done` is re-raised after the reads in flight have been reaped too, so the
+/// kernel never writes into a buffer that has been released.
 #[cfg(target_os = "linux")]
 pub fn read_batch(
     file: &File,
@@ -116,27 +159,49 @@ pub fn read_batch(
     }
     let depth = depth.clamp(1, MAX_DEPTH);
     let fd = io_uring::types::Fd(file.as_raw_fd());
-    RING.with(|cell| {
-        let mut slot = cell.try_borrow_mut().map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "re-entrant io_uring use on one thread",
-            )
-        })?;
-        if slot.is_none() {
-            *slot = Some(io_uring::IoUring::new(MAX_DEPTH as u32)?);
-        }
-        let ring = slot
-            .as_mut()
-            .ok_or_else(|| io::Error::other("io_uring ring missing"))?;
+    let mut panicked = None;
+    let result = with_ring(|ring| {
         PROGRESS.with(|p| {
             let mut progress = p.borrow_mut();
             progress.clear();
             progress.resize(reqs.len(), 0);
-            drive(ring, fd, reqs, &mut progress, depth, &mut done)
+            drive(
+                ring,
+                fd,
+                reqs,
+                &mut progress,
+                depth,
+                &mut done,
+                &mut panicked,
+            )
         })
-    })
+    });
+    if let Some(payload) = panicked {
+        std::panic::resume_unwind(payload);
+    }
+    result
 }
+
+/// Counts reads the kernel still owns. Unwinding while any are in flight would let
+/// the caller free buffers the kernel is about to write, so that aborts instead.
+#[cfg(target_os = "linux")]
+struct InFlight(usize);
+
+#[cfg(target_os = "linux")]
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0 > 0 {
+            eprintln!(
+                "zring: unwinding with {} io_uring reads in flight; aborting",
+                self.0
+            );
+            std::process::abort();
+        }
+    }
+}
+
+/// A panic payload carried out of the completion loop.
+type Panic = Box<dyn std::any::Any + Send>;
 
 #[cfg(target_os = "linux")]
 fn drive(
@@ -146,18 +211,33 @@ fn drive(
     progress: &mut [u32],
     depth: usize,
     done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
+    panicked: &mut Option<Panic>,
 ) -> io::Result<()> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
     let n = reqs.len();
     let mut next = 0usize; // next request never submitted
     let mut retry: Vec<usize> = Vec::new(); // short reads to continue
-    let mut inflight = 0usize;
+    let mut inflight = InFlight(0);
     let mut completed = 0usize;
     let mut first_err: Option<io::Error> = None;
-    // Zero-length requests need no I/O.
-    while completed < n || inflight > 0 {
+    // Runs the callback; a panic stops the batch like an error and is re-raised by
+    // the caller once nothing is in flight.
+    let mut finish =
+        |i: usize, buf: &mut [u8], first_err: &mut Option<io::Error>| match catch_unwind(
+            AssertUnwindSafe(|| done(i, buf)),
+        ) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => *first_err = Some(e),
+            Err(payload) => {
+                *panicked = Some(payload);
+                *first_err = Some(io::Error::other("a completion callback panicked"));
+            }
+        };
+    while completed < n || inflight.0 > 0 {
         if first_err.is_none() {
             let mut sq = ring.submission();
-            while inflight < depth {
+            while inflight.0 < depth && first_err.is_none() {
                 let i = match retry.pop() {
                     Some(i) => i,
                     None if next < n => {
@@ -169,11 +249,9 @@ fn drive(
                 let req = &mut reqs[i];
                 let at = progress[i] as usize;
                 if at == req.buf.len() {
+                    // Zero-length requests need no I/O.
                     completed += 1;
-                    if let Err(e) = done(i, req.buf) {
-                        first_err = Some(e);
-                        break;
-                    }
+                    finish(i, req.buf, &mut first_err);
                     continue;
                 }
                 let entry = io_uring::opcode::Read::new(
@@ -185,39 +263,45 @@ fn drive(
                 .build()
                 .user_data(i as u64);
                 // SAFETY: the buffer stays borrowed (through `reqs`) until this
-                // function returns, and it does not return before every submitted
-                // read has completed (the loop runs while inflight > 0).
+                // function returns, and it does not return (or unwind: see InFlight)
+                // before every submitted read has completed.
                 if unsafe { sq.push(&entry) }.is_err() {
                     retry.push(i);
                     break;
                 }
-                inflight += 1;
+                inflight.0 += 1;
             }
-        } else if inflight == 0 {
-            break;
         }
-        if inflight == 0 {
-            if completed >= n {
+        if inflight.0 == 0 {
+            if completed >= n || first_err.is_some() {
                 break;
             }
             continue;
         }
         if let Err(e) = ring.submit_and_wait(1) {
-            if e.kind() != io::ErrorKind::Interrupted {
-                // The ring itself failed: reads may still be in flight and we cannot
-                // reap them, so the buffers must not be released. This does not
-                // happen with a valid ring; abort rather than risk a use-after-free.
-                if inflight > 0 {
+            match e.raw_os_error() {
+                // Interrupted, or the kernel is short of resources for a moment:
+                // reap what has completed and try again.
+                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => std::thread::yield_now(),
+                // The ring itself failed with reads in flight that can no longer be
+                // reaped: their buffers must never be released. Does not happen with
+                // a valid ring.
+                _ => {
                     eprintln!("zring: io_uring_enter failed with reads in flight: {e}");
                     std::process::abort();
                 }
-                return Err(e);
             }
         }
         for cqe in ring.completion() {
             let (user, res) = (cqe.user_data(), cqe.result());
-            inflight -= 1;
             let i = user as usize;
+            if i >= n {
+                // Not ours: the ring is shared with someone else. Our reads may be
+                // reaped elsewhere, so we can never know when they finish.
+                eprintln!("zring: foreign io_uring completion {user}; aborting");
+                std::process::abort();
+            }
+            inflight.0 -= 1;
             if res < 0 {
                 let err = io::Error::from_raw_os_error(-res);
                 if matches!(
@@ -249,9 +333,7 @@ fn drive(
             }
             completed += 1;
             if first_err.is_none() {
-                if let Err(e) = done(i, reqs[i].buf) {
-                    first_err = Some(e);
-                }
+                finish(i, reqs[i].buf, &mut first_err);
             }
         }
     }
@@ -361,6 +443,100 @@ mod tests {
         })
         .expect_err("callback error");
         assert_eq!(err.to_string(), "stop");
+    }
+
+    #[test]
+    fn a_panicking_callback_is_reraised_after_the_reads_drain() {
+        if !available() {
+            return;
+        }
+        let (f, _) = sample_file(1 << 16);
+        for _ in 0..3 {
+            let result = std::panic::catch_unwind(|| {
+                let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| vec![0u8; 1024]).collect();
+                let mut reqs: Vec<ReadReq<'_>> = bufs
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(i, b)| ReadReq {
+                        buf: b,
+                        offset: i as u64 * 1024,
+                    })
+                    .collect();
+                let _ = read_batch(&f, &mut reqs, 32, |i, _| {
+                    assert!(i != 5, "callback boom");
+                    Ok(())
+                });
+            });
+            assert!(result.is_err());
+        }
+        // The thread's ring is still sound for the next batch.
+        let mut buf = vec![0u8; 16];
+        read_batch(
+            &f,
+            &mut [ReadReq {
+                buf: &mut buf,
+                offset: 0,
+            }],
+            4,
+            |_, _| Ok(()),
+        )
+        .expect("after a panic");
+    }
+
+    #[test]
+    fn a_forked_child_gets_its_own_ring() {
+        if !available() {
+            return;
+        }
+        let (f, data) = sample_file(8192);
+        let mut buf = vec![0u8; 100];
+        read_batch(
+            &f,
+            &mut [ReadReq {
+                buf: &mut buf,
+                offset: 0,
+            }],
+            4,
+            |_, _| Ok(()),
+        )
+        .expect("parent");
+        // SAFETY: the child only reads into a local buffer and exits with _exit; no
+        // locks are taken between fork and exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let mut b = vec![0u8; 100];
+            let ok = read_batch(
+                &f,
+                &mut [ReadReq {
+                    buf: &mut b,
+                    offset: 100,
+                }],
+                4,
+                |_, _| Ok(()),
+            )
+            .is_ok()
+                && b[..] == data[100..200];
+            // SAFETY: terminate the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child read failed"
+        );
+        read_batch(
+            &f,
+            &mut [ReadReq {
+                buf: &mut buf,
+                offset: 0,
+            }],
+            4,
+            |_, _| Ok(()),
+        )
+        .expect("parent after fork");
     }
 
     #[test]
