@@ -1,0 +1,179 @@
+//! The loader's one error type: construction mistakes, and failures of one step.
+
+use std::fmt;
+use std::io;
+
+use zring_engine::Error as EngineError;
+use zring_sampler::SamplerError;
+
+/// The error a transform may return; it is delivered at its step.
+pub type TransformError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Result with the loader's [`LoaderError`].
+pub type Result<T, E = LoaderError> = std::result::Result<T, E>;
+
+/// What went wrong: either the loader cannot be built (the first group), or one step
+/// failed (the second group, each naming its step). A step error is delivered to the
+/// consumer in place of that step, and iteration ends after it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// No stream was given.
+    NoStreams,
+    /// Two streams have the same name.
+    DuplicateStream { name: String },
+    /// A stream has an empty list of views.
+    NoViews { stream: String },
+    /// A stream's list of views is not as long as the first stream's.
+    UnequalViews {
+        stream: String,
+        views: usize,
+        first_stream: String,
+        expected: usize,
+    },
+    /// A view's store does not hold as many records as the first stream's first view.
+    RecordCountMismatch {
+        stream: String,
+        view: usize,
+        records: u64,
+        expected: u64,
+    },
+    /// The views of one stream do not share one schema (their tensors would differ
+    /// from shard to shard).
+    SchemaMismatch { stream: String, view: usize },
+    /// The sampler draws from more records than the stores hold.
+    SamplerTooLong { sampler_len: u64, records: u64 },
+    /// The sampler's batch cannot be cut into one equal shard per view.
+    BatchNotDivisible { batch: usize, views: usize },
+    /// An option value that cannot work (with the reason).
+    InvalidOptions(String),
+    /// A worker thread could not be started.
+    Spawn(io::Error),
+
+    /// The sampler refused to fill the indices of a step.
+    Sampler { step: u64, source: SamplerError },
+    /// A batch buffer could not be allocated (or pinned).
+    Buffer {
+        step: u64,
+        stream: String,
+        shard: usize,
+        source: io::Error,
+    },
+    /// The engine failed to gather a shard of a stream.
+    Gather {
+        step: u64,
+        stream: String,
+        shard: usize,
+        source: EngineError,
+    },
+    /// The transform returned an error.
+    Transform { step: u64, source: TransformError },
+    /// The transform (or, by a bug, the loader) panicked while making the step.
+    Panicked { step: u64, message: String },
+}
+
+impl LoaderError {
+    /// The step this error belongs to (`None` for construction errors).
+    pub fn step(&self) -> Option<u64> {
+        match self {
+            LoaderError::Sampler { step, .. }
+            | LoaderError::Buffer { step, .. }
+            | LoaderError::Gather { step, .. }
+            | LoaderError::Transform { step, .. }
+            | LoaderError::Panicked { step, .. } => Some(*step),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for LoaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LoaderError::NoStreams => write!(f, "a loader needs at least one stream"),
+            LoaderError::DuplicateStream { name } => {
+                write!(f, "stream {name:?} is given twice")
+            }
+            LoaderError::NoViews { stream } => write!(
+                f,
+                "stream {stream:?} has no views (give one view per placement)"
+            ),
+            LoaderError::UnequalViews {
+                stream,
+                views,
+                first_stream,
+                expected,
+            } => write!(
+                f,
+                "stream {stream:?} has {views} views but stream {first_stream:?} has \
+                 {expected}; every stream needs one view per placement"
+            ),
+            LoaderError::RecordCountMismatch {
+                stream,
+                view,
+                records,
+                expected,
+            } => write!(
+                f,
+                "view {view} of stream {stream:?} holds {records} records but the first \
+                 stream holds {expected}; records of all streams must align one to one"
+            ),
+            LoaderError::SchemaMismatch { stream, view } => write!(
+                f,
+                "view {view} of stream {stream:?} has a different schema from its view 0"
+            ),
+            LoaderError::SamplerTooLong {
+                sampler_len,
+                records,
+            } => write!(
+                f,
+                "the sampler draws from {sampler_len} records but the stores hold {records}"
+            ),
+            LoaderError::BatchNotDivisible { batch, views } => write!(
+                f,
+                "the sampler's batch of {batch} cannot be split into {views} equal shards \
+                 (one per view); use a batch divisible by {views}"
+            ),
+            LoaderError::InvalidOptions(why) => write!(f, "invalid loader options: {why}"),
+            LoaderError::Spawn(e) => write!(f, "cannot start a loader worker thread: {e}"),
+            LoaderError::Sampler { step, source } => {
+                write!(f, "step {step}: the sampler failed: {source}")
+            }
+            LoaderError::Buffer {
+                step,
+                stream,
+                shard,
+                source,
+            } => write!(
+                f,
+                "step {step}: cannot allocate the buffer of stream {stream:?} shard {shard}: {source}"
+            ),
+            LoaderError::Gather {
+                step,
+                stream,
+                shard,
+                source,
+            } => write!(
+                f,
+                "step {step}: gathering stream {stream:?} shard {shard} failed: {source}"
+            ),
+            LoaderError::Transform { step, source } => {
+                write!(f, "step {step}: the transform failed: {source}")
+            }
+            LoaderError::Panicked { step, message } => {
+                write!(f, "step {step}: the transform panicked: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LoaderError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LoaderError::Spawn(e) | LoaderError::Buffer { source: e, .. } => Some(e),
+            LoaderError::Sampler { source, .. } => Some(source),
+            LoaderError::Gather { source, .. } => Some(source),
+            LoaderError::Transform { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}

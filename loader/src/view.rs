@@ -1,0 +1,217 @@
+//! Views (one store at one placement) and the checks that turn the caller's streams
+//! into a validated plan.
+
+use std::sync::Arc;
+
+use zring_engine::{DType, Layout, Store};
+use zring_sampler::Sampler;
+
+use crate::error::{LoaderError, Result};
+
+/// One placement's view of a store: which store to gather from, and into what kind
+/// of memory. A loader with `S` views per stream cuts every global batch into `S`
+/// equal shards; shard `k` of every stream is gathered through view `k`.
+#[derive(Clone, Debug)]
+pub struct View {
+    store: Store,
+    pinned: bool,
+}
+
+impl View {
+    /// Gathers `store` into ordinary (pageable) aligned host buffers.
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            pinned: false,
+        }
+    }
+
+    /// Gathers `store` into page-locked (`mlock`ed) buffers, ready for DMA to a
+    /// device. Pinning needs `RLIMIT_MEMLOCK` room for (workers + prefetch + 1) shards;
+    /// if it is lacking, the step that cannot pin fails with the OS error.
+    pub fn pinned(store: Store) -> Self {
+        Self {
+            store,
+            pinned: true,
+        }
+    }
+
+    /// The store read through this view.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whether this view's buffers are page-locked.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned
+    }
+}
+
+impl From<Store> for View {
+    fn from(store: Store) -> Self {
+        View::new(store)
+    }
+}
+
+impl From<&Store> for View {
+    fn from(store: &Store) -> Self {
+        View::new(store.clone())
+    }
+}
+
+/// How one stream's shard is gathered.
+#[derive(Debug)]
+pub(crate) enum Kind {
+    /// `shard_bytes` per shard, delivered with `shape = (shard_len, *item_shape)`.
+    Dense {
+        shard_bytes: usize,
+        shape: Arc<[usize]>,
+    },
+    Ragged {
+        ndim: usize,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) struct StreamPlan {
+    pub(crate) name: Arc<str>,
+    pub(crate) views: Vec<View>,
+    pub(crate) kind: Kind,
+    pub(crate) dtype: DType,
+}
+
+/// Validated streams and batch geometry.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) names: Arc<[Arc<str>]>,
+    pub(crate) streams: Vec<StreamPlan>,
+    /// Views per stream, i.e. shards per step.
+    pub(crate) shards: usize,
+    /// Indices per shard.
+    pub(crate) shard_len: usize,
+}
+
+impl Plan {
+    /// Checks the streams against each other and against the sampler.
+    pub(crate) fn new(streams: Vec<(String, Vec<View>)>, sampler: &Sampler) -> Result<Self> {
+        let (first_name, first_views) = match streams.first() {
+            Some((n, v)) => (n.clone(), v),
+            None => return Err(LoaderError::NoStreams),
+        };
+        let shards = first_views.len();
+        let records = first_views.first().map_or(0, |v| v.store.len());
+        let mut plans: Vec<StreamPlan> = Vec::with_capacity(streams.len());
+        for (name, views) in streams {
+            if plans.iter().any(|p| *p.name == *name) {
+                return Err(LoaderError::DuplicateStream { name });
+            }
+            let Some(view0) = views.first() else {
+                return Err(LoaderError::NoViews { stream: name });
+            };
+            if views.len() != shards {
+                return Err(LoaderError::UnequalViews {
+                    stream: name,
+                    views: views.len(),
+                    first_stream: first_name,
+                    expected: shards,
+                });
+            }
+            let schema = view0.store.schema().clone();
+            for (k, v) in views.iter().enumerate() {
+                if v.store.len() != records {
+                    return Err(LoaderError::RecordCountMismatch {
+                        stream: name,
+                        view: k,
+                        records: v.store.len(),
+                        expected: records,
+                    });
+                }
+                if v.store.schema().layout != schema.layout
+                    || v.store.schema().dtype != schema.dtype
+                {
+                    return Err(LoaderError::SchemaMismatch {
+                        stream: name,
+                        view: k,
+                    });
+                }
+            }
+            let kind = match &schema.layout {
+                Layout::Ragged { ndim } => Kind::Ragged { ndim: *ndim },
+                // The batch axis is prepended once the shard length is known.
+                Layout::Dense { item_shape } => Kind::Dense {
+                    shard_bytes: 0,
+                    shape: item_shape
+                        .iter()
+                        .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
+                        .collect(),
+                },
+            };
+            plans.push(StreamPlan {
+                name: name.into(),
+                views,
+                kind,
+                dtype: schema.dtype,
+            });
+        }
+        if sampler.len() > records {
+            return Err(LoaderError::SamplerTooLong {
+                sampler_len: sampler.len(),
+                records,
+            });
+        }
+        let batch = sampler.batch_size();
+        if batch % shards != 0 {
+            return Err(LoaderError::BatchNotDivisible {
+                batch,
+                views: shards,
+            });
+        }
+        let shard_len = batch / shards;
+        for p in &mut plans {
+            if let Kind::Dense { shard_bytes, shape } = &mut p.kind {
+                let item_bytes = p.views[0].store.item_bytes().unwrap_or(0);
+                let bytes = usize::try_from(item_bytes)
+                    .ok()
+                    .and_then(|w| w.checked_mul(shard_len))
+                    .ok_or_else(|| {
+                        LoaderError::InvalidOptions(format!(
+                            "a shard of stream {:?} ({shard_len} records of {item_bytes} bytes) \
+                             does not fit in memory",
+                            p.name
+                        ))
+                    })?;
+                *shard_bytes = bytes;
+                *shape = std::iter::once(shard_len)
+                    .chain(shape.iter().copied())
+                    .collect();
+            }
+        }
+        Ok(Self {
+            names: plans.iter().map(|p| Arc::clone(&p.name)).collect(),
+            streams: plans,
+            shards,
+            shard_len,
+        })
+    }
+
+    /// Buffers (one per stream and shard) in one step.
+    pub(crate) fn buffers_per_step(&self) -> usize {
+        self.streams.len() * self.shards
+    }
+
+    /// Ragged tensors in one step (each has a `cu_seqlens` and a `shapes` vector).
+    pub(crate) fn ragged_per_step(&self) -> usize {
+        self.streams
+            .iter()
+            .filter(|p| matches!(p.kind, Kind::Ragged { .. }))
+            .count()
+            * self.shards
+    }
+
+    /// Whether any view wants pinned buffers.
+    pub(crate) fn any_pinned(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|p| p.views.iter().any(View::is_pinned))
+    }
+}

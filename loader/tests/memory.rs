@@ -1,0 +1,121 @@
+//! Live batch memory is bounded by workers + prefetch steps (+ the consumer's), and
+//! a steady run recycles every buffer and vector.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{dense_store, ragged_store};
+use zring_engine::{Codec, Store};
+use zring_loader::{Delivery, Loader, LoaderOptions};
+use zring_sampler::{Mode, Sampler};
+
+fn stores(dir: &std::path::Path, n: u64) -> (Store, Store) {
+    (
+        dense_store(dir, "d.zr", n),
+        ragged_store(dir, "r.zr", n, Codec::Raw),
+    )
+}
+
+#[test]
+fn live_buffers_never_exceed_workers_plus_prefetch_plus_the_consumers_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (dense, ragged) = stores(dir.path(), 400);
+    for (workers, prefetch) in [(1, 1), (2, 3), (4, 2)] {
+        for (delivery, helps) in [
+            (Delivery::StepOrder, true),
+            (Delivery::StepOrder, false),
+            (Delivery::CompletionOrder, true),
+            (Delivery::CompletionOrder, false),
+        ] {
+            let sampler = Sampler::new(400, 16, Mode::Iid, 2).expect("sampler");
+            let opts = LoaderOptions::new(workers, prefetch)
+                .with_delivery(delivery)
+                .with_consumer_helps(helps);
+            let mut loader = Loader::new(
+                [
+                    ("d", vec![dense.clone(), dense.clone()]),
+                    ("r", vec![ragged.clone(), ragged.clone()]),
+                ],
+                sampler,
+                opts,
+            )
+            .expect("loader");
+            let per_step = 4; // 2 streams x 2 shards
+            let bound = (workers + prefetch + 1) * per_step;
+            for k in 0..150 {
+                let step = loader.next().expect("endless").expect("step");
+                if k % 10 == 0 {
+                    // A slow consumer: the workers run ahead as far as they may.
+                    std::thread::sleep(Duration::from_millis(3));
+                }
+                let live = loader.stats().buffers.live;
+                assert!(live <= bound, "{workers}+{prefetch}: {live} live > {bound}");
+                drop(step);
+            }
+            let s = loader.stats();
+            assert!(
+                s.buffers.live_high_water <= bound,
+                "{workers}+{prefetch}: high water {} > {bound}",
+                s.buffers.live_high_water
+            );
+            // The bound is reached: the loader does read ahead.
+            assert!(
+                s.buffers.live_high_water > per_step,
+                "no read-ahead happened"
+            );
+            assert!(s.buffers.allocations as usize <= bound + per_step);
+        }
+    }
+}
+
+#[test]
+fn a_10k_step_run_stops_allocating_after_warm_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (dense, ragged) = stores(dir.path(), 64);
+    for workers in [0, 2] {
+        let sampler = Sampler::new(64, 8, Mode::Iid, 4).expect("sampler");
+        let mut loader = Loader::new(
+            [
+                ("d", vec![dense.clone(), dense.clone()]),
+                ("r", vec![ragged.clone(), ragged.clone()]),
+            ],
+            sampler,
+            LoaderOptions::new(workers, 2),
+        )
+        .expect("loader");
+        // Warm up: hold one step while the workers fill everything they may, so
+        // that the most buffers ever alive at once are alive now.
+        let held = loader.next().expect("endless").expect("step");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(held);
+        for step in loader.by_ref().take(200) {
+            step.expect("step");
+        }
+        let warm = loader.stats();
+        let bound = LoaderOptions::new(workers, 2).max_live_steps() as u64 * 4;
+        assert_eq!(warm.buffers.allocations, bound, "warm-up reached the bound");
+        let mut records = 0usize;
+        for step in loader.by_ref().take(10_000) {
+            let step = step.expect("step");
+            records += step
+                .stream("r")
+                .expect("r")
+                .iter()
+                .map(|t| t.records())
+                .sum::<usize>();
+        }
+        assert_eq!(records, 10_000 * 8);
+        let after = loader.stats();
+        assert_eq!(
+            after.buffers.allocations, warm.buffers.allocations,
+            "buffers grew"
+        );
+        assert_eq!(after.vecs_created, warm.vecs_created, "vectors grew");
+        assert_eq!(
+            after.buffers.released, 0,
+            "the pool dropped buffers it should keep"
+        );
+        assert!(after.buffers.reuses >= 10_000 * 4);
+    }
+}
