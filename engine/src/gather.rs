@@ -203,16 +203,18 @@ impl Store {
         let mut elems = 0u64;
         layout.cu_seqlens.push(0);
         for &i in indices {
-            let dims = inner.ragged_shape(i)?;
+            let (dims, entry) = inner.ragged_shape_entry(i)?;
             layout.shapes.extend(
                 dims.chunks_exact(4)
                     .map(|d| u32::from_le_bytes([d[0], d[1], d[2], d[3]])),
             );
-            elems += u64::from(inner.entry(i)?.logical_len) / itemsize;
+            elems += u64::from(entry.logical_len) / itemsize;
             layout.cu_seqlens.push(elems);
         }
-        layout.values_bytes = usize::try_from(elems * itemsize)
-            .map_err(|_| Error::arg("ragged batch larger than the address space"))?;
+        layout.values_bytes = elems
+            .checked_mul(itemsize)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| Error::arg("ragged batch larger than the address space"))?;
         Ok(())
     }
 

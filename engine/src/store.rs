@@ -365,6 +365,11 @@ impl Inner {
 
     /// The dims of a ragged record, checked against its entry's logical length.
     pub(crate) fn ragged_shape(&self, index: u64) -> Result<&[u8]> {
+        self.ragged_shape_entry(index).map(|(dims, _)| dims)
+    }
+
+    /// The dims of a ragged record and its validated entry (decoded once).
+    pub(crate) fn ragged_shape_entry(&self, index: u64) -> Result<(&[u8], Entry)> {
         let ndim = self.stored.schema.ndim();
         let at = self.footer.shapes.offset as usize + index as usize * ndim * 4;
         let dims = self
@@ -389,7 +394,7 @@ impl Inner {
                 ),
             ));
         }
-        Ok(dims)
+        Ok((dims, e))
     }
 }
 
