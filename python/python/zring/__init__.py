@@ -1,0 +1,85 @@
+"""zring: typed record stores read by random batched gathers at the speed of the hardware.
+
+Write a store from NumPy batches, read records with NumPy indexing (zero-copy arrays
+over engine-owned aligned memory, with the GIL released while the engine reads),
+draw batch indices with a counter-based sampler, and stream aligned multi-store
+batches with the prefetching loader::
+
+    import numpy as np, zring
+
+    with zring.DenseWriter("images.zr", "uint8", (3, 224, 224), codec="zstd") as w:
+        w.append(images)                      # (n, 3, 224, 224) uint8
+    with zring.DenseWriter("labels.zr", "int64", ()) as w:
+        w.append(labels)                      # (n,)
+
+    images, labels = zring.DenseStore("images.zr"), zring.DenseStore("labels.zr")
+    batch = images[[7, 2, 7]]                 # (3, 3, 224, 224), engine-owned memory
+    sampler = zring.Sampler(len(images), 256, zring.Sampler.Mode.IID, seed=0)
+    with zring.Loader({"image": [images], "label": [labels]}, sampler) as loader:
+        for step in loader:
+            shard = step[0]                   # {"image": ndarray, "label": ndarray}
+            ...
+"""
+
+from ._errors import (
+    ClosedError,
+    CodecError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    SchemaError,
+    StoreExistsError,
+    StoreNotFoundError,
+    StorePermissionError,
+    UnsupportedFormatError,
+    WriterPoisonedError,
+    ZringError,
+    ZringIndexError,
+    ZringOSError,
+)
+from ._ragged import RaggedBatch
+from ._zring import (
+    DenseStore,
+    DenseWriter,
+    EngineBuffer,
+    RaggedStore,
+    RaggedWriter,
+    Sampler,
+    open,
+    train_dict,
+    trim_buffers,
+)
+from ._zring import _Store as Store
+from ._loader import Loader
+
+Mode = Sampler.Mode
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DenseWriter",
+    "RaggedWriter",
+    "DenseStore",
+    "RaggedStore",
+    "Store",
+    "RaggedBatch",
+    "Sampler",
+    "Mode",
+    "Loader",
+    "EngineBuffer",
+    "open",
+    "train_dict",
+    "trim_buffers",
+    "ZringError",
+    "CorruptStoreError",
+    "UnsupportedFormatError",
+    "SchemaError",
+    "InvalidArgumentError",
+    "ZringIndexError",
+    "ClosedError",
+    "WriterPoisonedError",
+    "CodecError",
+    "ZringOSError",
+    "StoreNotFoundError",
+    "StorePermissionError",
+    "StoreExistsError",
+]

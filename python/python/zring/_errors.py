@@ -1,0 +1,91 @@
+"""The exceptions zring raises.
+
+Every engine error is a :class:`ZringError` and also an instance of the built-in
+exception a Python user would catch for that kind of problem, so ``except ValueError``
+or ``except OSError`` keep working::
+
+    ZringError(Exception)
+    ├── CorruptStoreError(ZringError, ValueError)      damaged file or record
+    ├── UnsupportedFormatError(ZringError, ValueError) written by a newer format
+    ├── SchemaError(ZringError, ValueError)            bad dtype / shape / layout
+    ├── InvalidArgumentError(ZringError, ValueError)   bad argument value
+    ├── ZringIndexError(ZringError, IndexError)        record index out of range
+    ├── ClosedError(ZringError, ValueError)            store, writer or loader closed
+    ├── WriterPoisonedError(ZringError, RuntimeError)  writer failed earlier
+    ├── CodecError(ZringError, RuntimeError)           zstd failure
+    └── ZringOSError(ZringError, OSError)              I/O error (errno, filename)
+        ├── StoreNotFoundError(ZringOSError, FileNotFoundError)
+        ├── StorePermissionError(ZringOSError, PermissionError)
+        └── StoreExistsError(ZringOSError, FileExistsError)
+
+The message is the engine's own text (path, record, what was expected and found).
+"""
+
+
+class ZringError(Exception):
+    """Base class of every error zring raises."""
+
+
+class CorruptStoreError(ZringError, ValueError):
+    """The file is not a valid zring store, or one of its records is damaged."""
+
+
+class UnsupportedFormatError(ZringError, ValueError):
+    """The store was written by a newer, incompatible format version."""
+
+
+class SchemaError(ZringError, ValueError):
+    """A dtype, shape or layout is invalid or does not match the operation."""
+
+
+class InvalidArgumentError(ZringError, ValueError):
+    """An argument has a wrong value or size."""
+
+
+class ZringIndexError(ZringError, IndexError):
+    """A record index is outside the store."""
+
+
+class ClosedError(ZringError, ValueError):
+    """The store, writer, sampler or loader was closed."""
+
+
+class WriterPoisonedError(ZringError, RuntimeError):
+    """A writer failed earlier and accepts nothing more; abort it and start again."""
+
+
+class CodecError(ZringError, RuntimeError):
+    """zstd compression, decompression or dictionary training failed."""
+
+
+class ZringOSError(ZringError, OSError):
+    """An operating-system error while reading or writing a store."""
+
+
+class StoreNotFoundError(ZringOSError, FileNotFoundError):
+    """The store file does not exist."""
+
+
+class StorePermissionError(ZringOSError, PermissionError):
+    """The store file cannot be accessed with the process's permissions."""
+
+
+class StoreExistsError(ZringOSError, FileExistsError):
+    """A file already exists at the destination and overwrite was not asked for."""
+
+
+__all__ = [
+    "ZringError",
+    "CorruptStoreError",
+    "UnsupportedFormatError",
+    "SchemaError",
+    "InvalidArgumentError",
+    "ZringIndexError",
+    "ClosedError",
+    "WriterPoisonedError",
+    "CodecError",
+    "ZringOSError",
+    "StoreNotFoundError",
+    "StorePermissionError",
+    "StoreExistsError",
+]
