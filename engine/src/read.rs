@@ -261,7 +261,9 @@ impl Inner {
     ) -> Result<()> {
         // A thread that cannot have a ring of its own (see thread_ring_ready) reads
         // with pread instead of failing.
-        let result = if self.backend != Backend::Uring || !uring::thread_ring_ready() {
+        let result = if self.backend == Backend::Mmap && self.direct_file.is_none() {
+            self.read_many_mapped(items, ctx)
+        } else if self.backend != Backend::Uring || !uring::thread_ring_ready() {
             items.into_iter().try_for_each(|(i, dst)| {
                 let e = self.entry(i)?;
                 self.read_record(i, &e, dst, ctx)
@@ -271,6 +273,28 @@ impl Inner {
         };
         ctx.shrink();
         result
+    }
+
+    /// Copies (or decodes) a task's records out of the mapping, one record ahead:
+    /// the next record's table entry is decoded and its first cache lines prefetched
+    /// before the current one is copied, so the memory latency of random records
+    /// overlaps the copy instead of adding to it.
+    fn read_many_mapped<'d>(
+        &self,
+        mut items: impl Iterator<Item = (u64, &'d mut [u8])>,
+        ctx: &mut DecodeCtx,
+    ) -> Result<()> {
+        let mut current = items.next().map(|(i, dst)| (i, dst, self.entry(i)));
+        while let Some((i, dst, entry)) = current {
+            let e = entry?;
+            current = items.next().map(|(j, d)| (j, d, self.entry(j)));
+            if let Some((_, _, Ok(next))) = &current {
+                self.map
+                    .prefetch(next.offset as usize, next.stored_len as usize);
+            }
+            self.read_record(i, &e, dst, ctx)?;
+        }
+        Ok(())
     }
 
     /// Reads a task's records through this thread's ring, one window of at most
