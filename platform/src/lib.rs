@@ -32,6 +32,7 @@ pub mod cpu;
 pub mod file;
 pub mod oneshot;
 pub mod pool;
+pub mod process;
 pub mod shared;
 pub mod topology;
 pub mod uring;

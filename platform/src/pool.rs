@@ -86,8 +86,8 @@ struct Shared {
     detached: SegQueue<Detached>,
     workers: Vec<Worker>,
     shutdown: AtomicBool,
-    /// The process that started the workers.
-    pid: u32,
+    /// The fork generation of the process that started the workers.
+    fork_gen: u64,
 }
 
 /// A pool of `workers` threads. Dropping the pool stops them.
@@ -125,7 +125,7 @@ impl Pool {
                 })
                 .collect(),
             shutdown: AtomicBool::new(false),
-            pid: std::process::id(),
+            fork_gen: crate::process::generation(),
         });
         for k in 0..workers {
             let shared2 = Arc::clone(&shared);
@@ -179,7 +179,7 @@ impl Pool {
                 detached: SegQueue::new(),
                 workers: Vec::new(),
                 shutdown: AtomicBool::new(false),
-                pid: std::process::id(),
+                fork_gen: crate::process::generation(),
             }),
         }
     }
@@ -254,7 +254,7 @@ impl Pool {
     /// Whether this process is a fork of the one that started the workers (which do
     /// not exist here).
     fn forked(&self) -> bool {
-        self.shared.pid != std::process::id()
+        self.shared.fork_gen != crate::process::generation()
     }
 
     fn wake(&self, mut wanted: usize) {

@@ -82,10 +82,10 @@ fn probe() -> bool {
 
 #[cfg(target_os = "linux")]
 thread_local! {
-    /// This thread's ring and the process that created it: a ring inherited across
+    /// This thread's ring and the fork generation that created it: a ring inherited across
     /// `fork` is shared with the parent (completions would cross), so a child makes
     /// its own.
-    static RING: RefCell<Option<(u32, io_uring::IoUring)>> = const { RefCell::new(None) };
+    static RING: RefCell<Option<(u64, io_uring::IoUring)>> = const { RefCell::new(None) };
     /// Bytes done so far per request of the current batch (reused, no allocation
     /// per batch once grown).
     static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
@@ -102,11 +102,11 @@ fn with_ring<T>(f: impl FnOnce(&mut io_uring::IoUring) -> io::Result<T>) -> io::
                 "re-entrant io_uring use on one thread",
             )
         })?;
-        let pid = std::process::id();
-        if slot.as_ref().is_none_or(|(owner, _)| *owner != pid) {
+        let generation = crate::process::generation();
+        if slot.as_ref().is_none_or(|(owner, _)| *owner != generation) {
             // Dropping an inherited ring only unmaps and closes this process's copy.
             *slot = None;
-            *slot = Some((pid, io_uring::IoUring::new(MAX_DEPTH as u32)?));
+            *slot = Some((generation, io_uring::IoUring::new(MAX_DEPTH as u32)?));
         }
         match slot.as_mut() {
             Some((_, ring)) => f(ring),
