@@ -19,13 +19,15 @@
 mod common;
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zring_benches::{baselines, data, stores, Dense, Frames, IidBatches, Ragged};
 use zring_benches::{StoreCodec, BATCH, SEED};
 use zring_engine::{Backend, ReadOptions, Store};
+use zring_platform::buffer::DEFAULT_ALIGN;
+use zring_platform::AlignedBuf;
 
 use common::{
     backends, bench, configure, open_file, print_store_meta, records, scratch_dir, time_batches,
@@ -40,7 +42,7 @@ fn id(codec: StoreCodec) -> String {
     codec.name().replace('-', "_")
 }
 
-fn open(path: &PathBuf, backend: Backend, threads: usize) -> Store {
+fn open(path: &Path, backend: Backend, threads: usize) -> Store {
     let opts = ReadOptions {
         backend,
         threads,
@@ -98,7 +100,9 @@ fn bench_dense(c: &mut Criterion, tag: &str, data: &Dense, samples: usize, secs:
         );
         built.push((codec, path));
     }
-    let mut dst = vec![0u8; BATCH * width];
+    // The destination is an engine buffer (THP-backed when >= 2 MiB), as Python and
+    // the loader hand out, for the gathers and the baselines alike.
+    let mut dst = AlignedBuf::new(BATCH * width, DEFAULT_ALIGN).expect("destination buffer");
 
     for (codec, path) in &built {
         let gname = format!("gather_{tag}_{}", id(*codec));
@@ -279,7 +283,7 @@ fn bench_w3(c: &mut Criterion) {
     let frames = Frames::load(&open(&built[1].1, Backend::Mmap, 1)).expect("zstd-dict frames");
     let mut dctx =
         zstd::bulk::Decompressor::with_dictionary(&frames.dictionary).expect("zstd context");
-    let mut dst = vec![0u8; BATCH * data::W3_MAX_LEN * 4];
+    let mut dst = AlignedBuf::new(BATCH * data::W3_MAX_LEN * 4, DEFAULT_ALIGN).expect("buffer");
     let mut b = batches(n);
     let idx = b.next_batch().to_vec();
     let len = baselines::zstd_decode_gather(&frames, &mut dctx, &idx, &mut dst).expect("decode");

@@ -23,6 +23,11 @@ const TASK_BYTES: usize = 256 << 10;
 /// Below this many output bytes a gather runs on the caller alone: waking a worker
 /// costs more than the copy.
 const INLINE_BYTES: usize = 64 << 10;
+/// Decoding a byte costs roughly this many times copying it, so compressed gathers
+/// are cut into tasks (and wake helpers at sizes) this much smaller: a 180 KiB ragged
+/// zstd batch is otherwise one task and the second core idles (measured in
+/// docs/benchmarks.md: W3 zstd-dict 2-thread scaling 1.03-1.09x -> 1.40-1.71x).
+const COMPRESSED_WORK_FACTOR: usize = 8;
 
 impl Inner {
     fn helpers(&self) -> usize {
@@ -41,7 +46,8 @@ impl Inner {
         task: impl Fn(usize) -> Result<()> + Sync,
     ) -> Result<()> {
         let first_err: OnceLock<Error> = OnceLock::new();
-        let helpers = if out_bytes < INLINE_BYTES {
+        let inline = INLINE_BYTES / self.work_factor();
+        let helpers = if out_bytes < inline {
             0
         } else {
             self.helpers()
@@ -70,13 +76,21 @@ impl Inner {
 }
 
 impl Inner {
+    /// How much more a byte of this store costs to produce than to copy.
+    fn work_factor(&self) -> usize {
+        match self.stored.codec {
+            crate::schema::Codec::Raw => 1,
+            _ => COMPRESSED_WORK_FACTOR,
+        }
+    }
+
     /// Splits `n` slots of about `avg_bytes` each into tasks: `(tasks, per_task)`.
     /// With io_uring a task is one stream of reads kept `queue_depth` deep, so each
     /// thread gets one task holding its whole share: large records would otherwise be
     /// read one at a time, and the task's bookkeeping is allocated once per thread, not
     /// once per handful of records.
     fn task_ranges(&self, n: usize, avg_bytes: usize) -> (usize, usize) {
-        let mut per_task = TASK_BYTES / avg_bytes.max(1);
+        let mut per_task = TASK_BYTES / self.work_factor() / avg_bytes.max(1);
         if self.backend == Backend::Uring {
             let threads = match self.threads {
                 0 => Pool::global().workers() + 1,

@@ -107,7 +107,9 @@ impl Decoders {
                 .as_mut()
                 .ok_or_else(|| Error::Codec("no decompressor".into()));
         }
-        match self.with_dict.iter().position(|(id, _)| *id == inner.id) {
+        match self.with_dict.iter().rposition(|(id, _)| *id == inner.id) {
+            // Already the most recent: the common case of a batch from one store.
+            Some(k) if k + 1 == self.with_dict.len() => {}
             Some(k) => {
                 let hit = self.with_dict.remove(k);
                 self.with_dict.push(hit);
