@@ -368,7 +368,7 @@ mod tests {
         for _ in 0..5 {
             let helped = AtomicUsize::new(0);
             pool.run(40, 1, |_| {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(Duration::from_millis(2));
                 if thread::current().id() != me {
                     helped.fetch_add(1, Ordering::Relaxed);
                 }
