@@ -21,6 +21,7 @@ batches with the prefetching loader::
             ...
 """
 
+from . import _errors
 from ._errors import (
     ClosedError,
     CodecError,
@@ -69,17 +70,5 @@ __all__ = [
     "open",
     "train_dict",
     "trim_buffers",
-    "ZringError",
-    "CorruptStoreError",
-    "UnsupportedFormatError",
-    "SchemaError",
-    "InvalidArgumentError",
-    "ZringIndexError",
-    "ClosedError",
-    "WriterPoisonedError",
-    "CodecError",
-    "ZringOSError",
-    "StoreNotFoundError",
-    "StorePermissionError",
-    "StoreExistsError",
 ]
+__all__ += _errors.__all__
