@@ -106,13 +106,30 @@ fn with_ring<T>(f: impl FnOnce(&mut io_uring::IoUring) -> io::Result<T>) -> io::
         if slot.as_ref().is_none_or(|(owner, _)| *owner != generation) {
             // Dropping an inherited ring only unmaps and closes this process's copy.
             *slot = None;
-            *slot = Some((generation, io_uring::IoUring::new(MAX_DEPTH as u32)?));
+            *slot = Some((generation, new_ring()?));
         }
         match slot.as_mut() {
             Some((_, ring)) => f(ring),
             None => Err(io::Error::other("io_uring ring missing")),
         }
     })
+}
+
+/// A ring for one thread. Only its thread submits and waits, so the kernel may defer
+/// completion work to that thread's next wait (`SINGLE_ISSUER | DEFER_TASKRUN`, Linux
+/// 6.1) instead of interrupting it; older kernels get a plain ring.
+#[cfg(target_os = "linux")]
+fn new_ring() -> io::Result<io_uring::IoUring> {
+    if std::env::var_os("ZRING_URING_PLAIN").is_none() {
+        let tuned = io_uring::IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(MAX_DEPTH as u32);
+        if let Ok(ring) = tuned {
+            return Ok(ring);
+        }
+    }
+    io_uring::IoUring::new(MAX_DEPTH as u32)
 }
 
 /// Whether this thread has (or can now create) its ring. A process may be able to
