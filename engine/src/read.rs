@@ -151,6 +151,18 @@ fn direct_span(e: &Entry) -> (u64, u64) {
     (start, end)
 }
 
+/// A destination slot must hold exactly the record's logical bytes.
+fn check_slot(index: u64, e: &Entry, dst: &[u8]) -> Result<()> {
+    if dst.len() != e.logical_len as usize {
+        return Err(Error::arg(format!(
+            "destination slot of {} bytes for record {index} of {} bytes",
+            dst.len(),
+            e.logical_len
+        )));
+    }
+    Ok(())
+}
+
 /// Whether a raw record can be read with O_DIRECT straight into `dst`.
 fn direct_into_slot(e: &Entry, dst: &[u8]) -> bool {
     let a = DIRECT_ALIGN as u64;
@@ -215,13 +227,7 @@ impl Inner {
         dst: &mut [u8],
         ctx: &mut DecodeCtx,
     ) -> Result<()> {
-        if dst.len() != e.logical_len as usize {
-            return Err(Error::arg(format!(
-                "destination slot of {} bytes for record {index} of {} bytes",
-                dst.len(),
-                e.logical_len
-            )));
-        }
+        check_slot(index, e, dst)?;
         let stored = e.stored_len as usize;
         if let Some(direct) = &self.direct_file {
             if direct_into_slot(e, dst) {
@@ -318,13 +324,7 @@ impl Inner {
                 window.len() < WINDOW_RECORDS && (window.is_empty() || scratch_len < SCRATCH_WINDOW)
             }) {
                 let e = self.entry(i)?;
-                if dst.len() != e.logical_len as usize {
-                    return Err(Error::arg(format!(
-                        "destination slot of {} bytes for record {i} of {} bytes",
-                        dst.len(),
-                        e.logical_len
-                    )));
-                }
+                check_slot(i, &e, dst)?;
                 let into_slot = if direct {
                     direct_into_slot(&e, dst)
                 } else {

@@ -714,34 +714,29 @@ impl Job<'_> {
                 let next = align_up(pos as u64, self.align).unwrap_or(u64::MAX) as usize;
                 slot.buf[pos..next].fill(0);
                 pos = next;
-                let entry = match slot.compressor.as_mut() {
+                // Capacity one byte short of the record: zstd fails unless the frame
+                // is strictly smaller, and then the record stays raw.
+                let compressed = match slot.compressor.as_mut() {
                     Some(c) if rec.len() > 1 => {
-                        // Capacity one byte short of the record: zstd fails unless the
-                        // frame is strictly smaller, and then the record stays raw.
                         let out = &mut slot.buf[pos..pos + rec.len() - 1];
-                        match c.compress_to_buffer(rec, out) {
-                            Ok(stored) => Entry {
-                                offset: pos as u64,
-                                stored_len: stored as u32,
-                                logical_len: rec.len() as u32,
-                                checksum: format::checksum(&out[..stored]),
-                                codec: if self.codec == Codec::ZstdDict {
-                                    RecordCodec::ZstdDict
-                                } else {
-                                    RecordCodec::Zstd
-                                },
+                        c.compress_to_buffer(rec, out).ok().map(|stored| Entry {
+                            offset: pos as u64,
+                            stored_len: stored as u32,
+                            logical_len: rec.len() as u32,
+                            checksum: format::checksum(&out[..stored]),
+                            codec: if self.codec == Codec::ZstdDict {
+                                RecordCodec::ZstdDict
+                            } else {
+                                RecordCodec::Zstd
                             },
-                            Err(_) => {
-                                slot.buf[pos..pos + rec.len()].copy_from_slice(rec);
-                                raw_entry(pos as u64, rec)
-                            }
-                        }
+                        })
                     }
-                    _ => {
-                        slot.buf[pos..pos + rec.len()].copy_from_slice(rec);
-                        raw_entry(pos as u64, rec)
-                    }
+                    _ => None,
                 };
+                let entry = compressed.unwrap_or_else(|| {
+                    slot.buf[pos..pos + rec.len()].copy_from_slice(rec);
+                    raw_entry(pos as u64, rec)
+                });
                 pos += entry.stored_len as usize;
                 entries.push(entry);
             }

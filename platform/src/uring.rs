@@ -380,6 +380,11 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// Reads one buffer at `offset` through this thread's ring.
+    fn read_one(f: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        read_batch(f, &mut [ReadReq { buf, offset }], 4, |_, _| Ok(()))
+    }
+
     fn sample_file(len: usize) -> (File, Vec<u8>) {
         let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
         let mut f = tempfile::tempfile().expect("tempfile");
@@ -488,16 +493,7 @@ mod tests {
         }
         // The thread's ring is still sound for the next batch.
         let mut buf = vec![0u8; 16];
-        read_batch(
-            &f,
-            &mut [ReadReq {
-                buf: &mut buf,
-                offset: 0,
-            }],
-            4,
-            |_, _| Ok(()),
-        )
-        .expect("after a panic");
+        read_one(&f, &mut buf, 0).expect("after a panic");
     }
 
     #[test]
@@ -507,32 +503,13 @@ mod tests {
         }
         let (f, data) = sample_file(8192);
         let mut buf = vec![0u8; 100];
-        read_batch(
-            &f,
-            &mut [ReadReq {
-                buf: &mut buf,
-                offset: 0,
-            }],
-            4,
-            |_, _| Ok(()),
-        )
-        .expect("parent");
+        read_one(&f, &mut buf, 0).expect("parent");
         // SAFETY: the child only reads into a local buffer and exits with _exit; no
         // locks are taken between fork and exit.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             let mut b = vec![0u8; 100];
-            let ok = read_batch(
-                &f,
-                &mut [ReadReq {
-                    buf: &mut b,
-                    offset: 100,
-                }],
-                4,
-                |_, _| Ok(()),
-            )
-            .is_ok()
-                && b[..] == data[100..200];
+            let ok = read_one(&f, &mut b, 100).is_ok() && b[..] == data[100..200];
             // SAFETY: terminate the child without running the parent's destructors.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
@@ -544,16 +521,7 @@ mod tests {
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "child read failed"
         );
-        read_batch(
-            &f,
-            &mut [ReadReq {
-                buf: &mut buf,
-                offset: 0,
-            }],
-            4,
-            |_, _| Ok(()),
-        )
-        .expect("parent after fork");
+        read_one(&f, &mut buf, 0).expect("parent after fork");
     }
 
     #[test]
