@@ -32,11 +32,17 @@ const INLINE_BYTES: usize = 64 << 10;
 const COMPRESSED_WORK_FACTOR: usize = 8;
 
 impl Inner {
-    fn helpers(&self) -> usize {
+    /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = all).
+    fn threads(&self) -> usize {
         match self.threads {
-            0 => usize::MAX,
-            t => t - 1,
+            0 => Pool::global().workers() + 1,
+            t => t,
         }
+    }
+
+    /// Pool workers that may help one gather.
+    fn helpers(&self) -> usize {
+        self.threads() - 1
     }
 
     /// Runs `task` over `tasks` pieces on the caller and the pool; returns the first
@@ -94,11 +100,7 @@ impl Inner {
     fn task_ranges(&self, n: usize, avg_bytes: usize) -> (usize, usize) {
         let mut per_task = TASK_BYTES / self.work_factor() / avg_bytes.max(1);
         if self.backend == Backend::Uring {
-            let threads = match self.threads {
-                0 => Pool::global().workers() + 1,
-                t => t,
-            };
-            per_task = per_task.max(n.div_ceil(threads));
+            per_task = per_task.max(n.div_ceil(self.threads()));
         }
         let per_task = per_task.clamp(1, n.max(1));
         (n.div_ceil(per_task), per_task)
