@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::io;
 
 use zring_platform::file::{self, DIRECT_ALIGN};
-use zring_platform::uring::{self, ReadReq};
+use zring_platform::uring::{self, ReadReq, RingFile};
 use zring_platform::{AlignedBuf, Backend};
 
 use crate::error::{Error, Result};
@@ -229,7 +229,7 @@ impl Inner {
     ) -> Result<()> {
         check_slot(index, e, dst)?;
         let stored = e.stored_len as usize;
-        if let Some(direct) = &self.direct_file {
+        if let Some(direct) = self.direct_file.as_ref().map(RingFile::file) {
             if direct_into_slot(e, dst) {
                 file::read_exact_at(direct, dst, e.offset)
                     .map_err(|err| self.read_err(Some(index), err))?;
@@ -248,7 +248,7 @@ impl Inner {
             return self.decode_into(index, e, src, dst, &mut ctx.decoders);
         }
         if e.codec == RecordCodec::Raw {
-            file::read_exact_at(&self.file, dst, e.offset)
+            file::read_exact_at(self.file.file(), dst, e.offset)
                 .map_err(|err| self.read_err(Some(index), err))?;
             return self.check_sum(index, e, dst);
         }
@@ -256,7 +256,7 @@ impl Inner {
             ctx.scratch.resize(stored, 0);
         }
         let src = &mut ctx.scratch[..stored];
-        file::read_exact_at(&self.file, src, e.offset)
+        file::read_exact_at(self.file.file(), src, e.offset)
             .map_err(|err| self.read_err(Some(index), err))?;
         self.decode_into(index, e, src, dst, &mut ctx.decoders)
     }
@@ -360,6 +360,22 @@ impl Inner {
         scratch_len: usize,
         ctx: &mut DecodeCtx,
     ) -> Result<()> {
+        let decoders = &mut ctx.decoders;
+        // The thread's registered scratch (aligned, so fit for O_DIRECT too).
+        uring::with_scratch(scratch_len, |scratch| {
+            self.read_into(window, scratch, decoders)
+        })
+        .map_err(|e| Error::OutOfMemory(format!("io_uring read scratch: {e}")))?
+    }
+
+    /// [`Inner::read_window`] with its scratch: reads land in their slot or in
+    /// `scratch`, and are decoded as they complete.
+    fn read_into(
+        &self,
+        window: &mut [Planned<'_>],
+        scratch: &mut [u8],
+        decoders: &mut Decoders,
+    ) -> Result<()> {
         /// What to do when a read completes.
         struct Pending<'s> {
             index: u64,
@@ -369,19 +385,7 @@ impl Inner {
             /// Where the record starts inside the bytes read.
             skip: usize,
         }
-        let DecodeCtx {
-            scratch,
-            aligned,
-            decoders,
-        } = ctx;
-        let mut rest: &mut [u8] = if self.direct_file.is_some() {
-            &mut aligned_scratch(aligned, scratch_len)?[..scratch_len]
-        } else {
-            if scratch.len() < scratch_len {
-                scratch.resize(scratch_len, 0);
-            }
-            &mut scratch[..scratch_len]
-        };
+        let mut rest: &mut [u8] = scratch;
         let mut reqs: Vec<ReadReq<'_>> = Vec::with_capacity(window.len());
         let mut pending: Vec<Pending<'_>> = Vec::with_capacity(window.len());
         for p in window.iter_mut() {

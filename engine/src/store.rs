@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use zring_platform::uring::RingFile;
 use zring_platform::{file, Backend, Mapping};
 
 use crate::error::{Error, Result};
@@ -66,9 +67,10 @@ pub struct StoreStats {
 
 pub(crate) struct Inner {
     pub(crate) path: PathBuf,
-    pub(crate) file: File,
+    /// The store's file (io_uring rings register it on first read).
+    pub(crate) file: RingFile,
     /// A second handle opened with O_DIRECT, when direct reads were asked.
-    pub(crate) direct_file: Option<File>,
+    pub(crate) direct_file: Option<RingFile>,
     pub(crate) queue_depth: usize,
     pub(crate) map: Mapping,
     pub(crate) footer: Footer,
@@ -147,10 +149,10 @@ impl Store {
             file::advise_random(&file);
         }
         let direct_file = match opts.direct {
-            true => Some(
+            true => Some(RingFile::new(
                 file::open_direct(&path)
                     .map_err(|e| Error::io(&path, "opening with O_DIRECT", e))?,
-            ),
+            )),
             false => None,
         };
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -158,7 +160,7 @@ impl Store {
         Ok(Self {
             inner: Arc::new(Inner {
                 path,
-                file,
+                file: RingFile::new(file),
                 direct_file,
                 queue_depth: opts.queue_depth.clamp(1, zring_platform::uring::MAX_DEPTH),
                 map,

@@ -393,3 +393,157 @@ fn uring_disabled_by_environment_falls_back_with_one_notice() {
     );
     assert!(stderr.contains("disabled by ZRING_URING=0"), "{stderr}");
 }
+
+// ---- registered files and buffers, and their fallback ----
+
+/// A compressed gather through io_uring on the caller alone: its reads land in the
+/// caller's scratch slab.
+fn uring_caller_gather(path: &Path, direct: bool) -> (Vec<u8>, Vec<u8>) {
+    let opts = ReadOptions {
+        backend: Backend::Uring,
+        threads: 1,
+        direct,
+        ..ReadOptions::default()
+    };
+    let uring = Store::open(path, opts).unwrap();
+    let mmap = Store::open(path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
+    let idx = indices(mmap.len() as usize, 500, 9);
+    (
+        uring.gather_vec(&idx).unwrap(),
+        mmap.gather_vec(&idx).unwrap(),
+    )
+}
+
+#[test]
+fn uring_gathers_register_the_store_and_the_scratch_slab() {
+    if !zring_platform::uring::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "fixed.zr", 3000, 300, Codec::Zstd, 8);
+    let (got, want) = uring_caller_gather(&path, false);
+    assert!(got == want);
+    assert!(zring_platform::uring::scratch_registered());
+    // The store was dropped inside the helper, on this thread: nothing stays held.
+    assert_eq!(zring_platform::uring::registered_files(), 0);
+    let store = Store::open(
+        &path,
+        ReadOptions {
+            backend: Backend::Uring,
+            threads: 1,
+            ..ReadOptions::default()
+        },
+    )
+    .unwrap();
+    store.gather_vec(&[1, 2, 3]).unwrap();
+    assert_eq!(zring_platform::uring::registered_files(), 1);
+}
+
+const MEMLOCK_CHILD_ENV: &str = "ZRING_MEMLOCK_CHILD_STORE";
+
+/// Takes CAP_IPC_LOCK away from this thread (root may lock any amount of memory) and
+/// sets RLIMIT_MEMLOCK to 128 KiB: enough for rings (which this kernel may count as
+/// locked memory too), too little for the scratch slab, so io_uring refuses to
+/// register buffers.
+#[cfg(target_os = "linux")]
+fn forbid_locked_memory() {
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const CAP_V3: u32 = 0x2008_0522;
+    const CAP_IPC_LOCK: u32 = 14;
+    let mut header = CapHeader {
+        version: CAP_V3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    let small = libc::rlimit {
+        rlim_cur: 128 << 10,
+        rlim_max: 128 << 10,
+    };
+    // SAFETY: capget/capset with a v3 header and two data words, as the ABI asks;
+    // setrlimit with a valid struct. All pointers are to live locals.
+    unsafe {
+        assert_eq!(libc::setrlimit(libc::RLIMIT_MEMLOCK, &small), 0);
+        assert_eq!(
+            libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()),
+            0
+        );
+        data[0].effective &= !(1 << CAP_IPC_LOCK);
+        data[0].permitted &= !(1 << CAP_IPC_LOCK);
+        assert_eq!(
+            libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()),
+            0,
+            "capset: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Runs only when re-invoked by the parent test, with locked memory forbidden.
+#[test]
+#[ignore = "child process of buffer_registration_refused_falls_back_with_one_notice"]
+fn memlock_child() {
+    let Ok(path) = std::env::var(MEMLOCK_CHILD_ENV) else {
+        return;
+    };
+    #[cfg(target_os = "linux")]
+    forbid_locked_memory();
+    for direct in [false, true] {
+        let (got, want) = uring_caller_gather(Path::new(&path), direct);
+        assert!(got == want, "direct {direct}");
+    }
+    assert!(zring_platform::uring::available());
+    assert!(!zring_platform::uring::scratch_registered());
+    println!("CHILD-OK");
+}
+
+fn run_memlock_child(path: &Path, extra_env: Option<(&str, &str)>) -> (bool, String, String) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "memlock_child",
+        "--nocapture",
+        "--ignored",
+        "--test-threads=1",
+    ])
+    .env(MEMLOCK_CHILD_ENV, path);
+    if let Some((k, v)) = extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn buffer_registration_refused_falls_back_with_one_notice() {
+    if !zring_platform::uring::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "memlock.zr", 3000, 300, Codec::Zstd, 8);
+    for env in [None, Some(("ZRING_URING_REGISTER", "0"))] {
+        let (ok, stdout, stderr) = run_memlock_child(&path, env);
+        assert!(
+            ok && stdout.contains("CHILD-OK"),
+            "child failed ({env:?}):\n{stdout}\n{stderr}"
+        );
+        let notices = stderr
+            .matches("io_uring buffer registration unavailable")
+            .count();
+        assert_eq!(notices, 1, "one clear log line ({env:?}), got:\n{stderr}");
+    }
+}

@@ -330,6 +330,10 @@ fn worker_loop(shared: &Shared, k: usize, core: Option<usize>) {
         if found {
             continue;
         }
+        // Before sleeping (and after each timed-out park), let go of io_uring
+        // registrations of files closed meanwhile, so an idle worker does not keep a
+        // deleted store's space for long.
+        crate::uring::release_closed();
         me.sleeping.store(true, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
         // Re-check after announcing sleep: a push that missed the flag is seen here.

@@ -1,0 +1,202 @@
+//! The completion loop of one batch: keep `depth` reads in flight, continue short
+//! reads, run the caller's callback as each read completes, and reap everything
+//! before returning.
+
+use std::io;
+
+use io_uring::{opcode, squeue, types};
+
+use super::ring::{buffer_index, ThreadRing};
+use super::ReadReq;
+
+/// Counts reads the kernel still owns. Unwinding while any are in flight would let
+/// the caller free buffers the kernel is about to write, so that aborts instead.
+struct InFlight(usize);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0 > 0 {
+            eprintln!(
+                "zring: unwinding with {} io_uring reads in flight; aborting",
+                self.0
+            );
+            std::process::abort();
+        }
+    }
+}
+
+/// A panic payload carried out of the completion loop.
+pub(super) type Panic = Box<dyn std::any::Any + Send>;
+
+/// How reads name the file: a fixed-file slot of the ring, or a plain descriptor.
+#[derive(Clone, Copy)]
+pub(super) enum Target {
+    Fixed(u32),
+    Fd(std::os::fd::RawFd),
+}
+
+/// One read of `len` bytes at `offset` into `ptr`, from registered buffer `buf_index`
+/// when the destination lies in the ring's registered slab.
+fn read_sqe(
+    fd: Target,
+    ptr: *mut u8,
+    len: u32,
+    offset: u64,
+    buf_index: Option<u16>,
+) -> squeue::Entry {
+    match (fd, buf_index) {
+        (Target::Fixed(k), Some(b)) => opcode::ReadFixed::new(types::Fixed(k), ptr, len, b)
+            .offset(offset)
+            .build(),
+        (Target::Fd(f), Some(b)) => opcode::ReadFixed::new(types::Fd(f), ptr, len, b)
+            .offset(offset)
+            .build(),
+        (Target::Fixed(k), None) => opcode::Read::new(types::Fixed(k), ptr, len)
+            .offset(offset)
+            .build(),
+        (Target::Fd(f), None) => opcode::Read::new(types::Fd(f), ptr, len)
+            .offset(offset)
+            .build(),
+    }
+}
+
+pub(super) fn drive(
+    tr: &mut ThreadRing,
+    fd: Target,
+    reqs: &mut [ReadReq<'_>],
+    progress: &mut [u32],
+    depth: usize,
+    done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
+    panicked: &mut Option<Panic>,
+) -> io::Result<()> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    let n = reqs.len();
+    let slab = tr.slab();
+    let mut next = 0usize; // next request never submitted
+    let mut retry: Vec<usize> = Vec::new(); // short reads to continue
+    let mut inflight = InFlight(0);
+    let mut completed = 0usize;
+    let mut first_err: Option<io::Error> = None;
+    // Runs the callback; a panic stops the batch like an error and is re-raised by
+    // the caller once nothing is in flight.
+    let mut finish =
+        |i: usize, buf: &mut [u8], first_err: &mut Option<io::Error>| match catch_unwind(
+            AssertUnwindSafe(|| done(i, buf)),
+        ) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => *first_err = Some(e),
+            Err(payload) => {
+                *panicked = Some(payload);
+                *first_err = Some(io::Error::other("a completion callback panicked"));
+            }
+        };
+    while completed < n || inflight.0 > 0 {
+        if first_err.is_none() {
+            let mut sq = tr.ring.submission();
+            while inflight.0 < depth && first_err.is_none() {
+                let i = match retry.pop() {
+                    Some(i) => i,
+                    None if next < n => {
+                        next += 1;
+                        next - 1
+                    }
+                    None => break,
+                };
+                let req = &mut reqs[i];
+                let at = progress[i] as usize;
+                if at == req.buf.len() {
+                    // Zero-length requests need no I/O.
+                    completed += 1;
+                    finish(i, req.buf, &mut first_err);
+                    continue;
+                }
+                let rest = &mut req.buf[at..];
+                let entry = read_sqe(
+                    fd,
+                    rest.as_mut_ptr(),
+                    rest.len() as u32,
+                    req.offset + at as u64,
+                    buffer_index(slab, rest),
+                )
+                .user_data(i as u64);
+                // SAFETY: the buffer stays borrowed (through `reqs`) until this
+                // function returns, and it does not return (or unwind: see InFlight)
+                // before every submitted read has completed.
+                if unsafe { sq.push(&entry) }.is_err() {
+                    retry.push(i);
+                    break;
+                }
+                inflight.0 += 1;
+            }
+        }
+        if inflight.0 == 0 {
+            if completed >= n || first_err.is_some() {
+                break;
+            }
+            continue;
+        }
+        if let Err(e) = tr.ring.submit_and_wait(1) {
+            match e.raw_os_error() {
+                // Interrupted, or the kernel is short of resources for a moment:
+                // reap what has completed and try again.
+                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => std::thread::yield_now(),
+                // The ring itself failed with reads in flight that can no longer be
+                // reaped: their buffers must never be released. Does not happen with
+                // a valid ring.
+                _ => {
+                    eprintln!("zring: io_uring_enter failed with reads in flight: {e}");
+                    std::process::abort();
+                }
+            }
+        }
+        for cqe in tr.ring.completion() {
+            let (user, res) = (cqe.user_data(), cqe.result());
+            let i = user as usize;
+            if i >= n {
+                // Not ours: the ring is shared with someone else. Our reads may be
+                // reaped elsewhere, so we can never know when they finish.
+                eprintln!("zring: foreign io_uring completion {user}; aborting");
+                std::process::abort();
+            }
+            inflight.0 -= 1;
+            if res < 0 {
+                let err = io::Error::from_raw_os_error(-res);
+                if matches!(
+                    err.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) {
+                    retry.push(i);
+                } else if first_err.is_none() {
+                    first_err = Some(err);
+                }
+                continue;
+            }
+            if res == 0 {
+                if first_err.is_none() {
+                    first_err = Some(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "file ended before byte {} of a read at offset {}",
+                            progress[i], reqs[i].offset
+                        ),
+                    ));
+                }
+                continue;
+            }
+            progress[i] += res as u32;
+            if (progress[i] as usize) < reqs[i].buf.len() {
+                retry.push(i);
+                continue;
+            }
+            completed += 1;
+            if first_err.is_none() {
+                finish(i, reqs[i].buf, &mut first_err);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,303 @@
+//! Batched positional reads through io_uring, one ring per thread.
+//!
+//! Each thread that reads owns its ring (single issuer, no sharing, no locks). A batch
+//! of reads is kept `depth` deep in the kernel: as each completes, the next is
+//! submitted and the caller's `done` callback runs (for example to decompress the
+//! record just read) while the other reads are still in flight. Short reads are
+//! continued; every read in flight is reaped before `read_batch` returns, so the
+//! borrowed buffers are never written after it returns.
+//!
+//! Rings register what they read ("fixed" files and buffers): each [`RingFile`] the
+//! first time a ring reads it, and one scratch slab per thread ([`with_scratch`]) that
+//! compressed and O_DIRECT reads land in, so the kernel does not look up the file and
+//! pin the pages of every read. `ZRING_URING_REGISTER=0` turns registration off.
+//!
+//! Where io_uring cannot be used (ENOSYS on old kernels, EPERM from seccomp or
+//! `kernel.io_uring_disabled`, ENOMEM from RLIMIT_MEMLOCK on older kernels), or when
+//! `ZRING_URING=0` is set, [`available`] is false and callers fall back to `pread`;
+//! one line on stderr says why, once per process.
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+
+use crate::AlignedBuf;
+
+#[cfg(target_os = "linux")]
+mod drive;
+#[cfg(target_os = "linux")]
+mod ring;
+mod ring_file;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+
+#[cfg(target_os = "linux")]
+use drive::{drive, Target};
+pub use ring_file::RingFile;
+
+/// The most reads a ring holds in flight (its submission queue size).
+pub const MAX_DEPTH: usize = 256;
+
+const UNKNOWN: u8 = 0;
+const USABLE: u8 = 1;
+const BLOCKED: u8 = 2;
+static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
+static REASON: OnceLock<String> = OnceLock::new();
+
+/// One read: fill `buf` from `offset`.
+pub struct ReadReq<'a> {
+    pub buf: &'a mut [u8],
+    pub offset: u64,
+}
+
+/// Whether io_uring works in this process (probed once; false on non-Linux).
+pub fn available() -> bool {
+    match STATE.load(Ordering::Acquire) {
+        USABLE => true,
+        BLOCKED => false,
+        _ => probe(),
+    }
+}
+
+/// Why io_uring is not used, if it is not.
+pub fn unavailable_reason() -> Option<&'static str> {
+    if available() {
+        None
+    } else {
+        REASON.get().map(String::as_str)
+    }
+}
+
+fn block(reason: String) -> bool {
+    if REASON.set(reason).is_ok() {
+        if let Some(r) = REASON.get() {
+            eprintln!("zring: io_uring unavailable ({r}); reading with pread instead");
+        }
+    }
+    STATE.store(BLOCKED, Ordering::Release);
+    false
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> bool {
+    if std::env::var("ZRING_URING").is_ok_and(|v| v == "0" || v.eq_ignore_ascii_case("off")) {
+        return block("disabled by ZRING_URING=0".into());
+    }
+    match io_uring::IoUring::new(8) {
+        Ok(_) => {
+            STATE.store(USABLE, Ordering::Release);
+            true
+        }
+        Err(e) => block(format!("io_uring_setup failed: {e}")),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> bool {
+    block("io_uring exists only on Linux".into())
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// Bytes done so far per request of the current batch (reused, no allocation
+    /// per batch once grown).
+    static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+}
+
+thread_local! {
+    /// This thread's scratch slab, registered with its ring as fixed buffer 0.
+    static SLAB: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
+}
+
+/// Whether rings may register files and buffers (`ZRING_URING_REGISTER=0` says no,
+/// to measure the difference or to force the unregistered fallback).
+fn registration_allowed() -> bool {
+    static ALLOWED: OnceLock<bool> = OnceLock::new();
+    *ALLOWED.get_or_init(|| {
+        let off = std::env::var("ZRING_URING_REGISTER")
+            .is_ok_and(|v| v == "0" || v.eq_ignore_ascii_case("off"));
+        if off {
+            refuse_buffers("disabled by ZRING_URING_REGISTER=0");
+        }
+        !off
+    })
+}
+
+/// Says once per process that reads go to unregistered buffers, and why.
+fn refuse_buffers(reason: &str) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!("zring: io_uring buffer registration unavailable ({reason}); reading into unregistered buffers");
+    });
+}
+
+/// Runs `f` with `len` bytes of this thread's scratch, aligned to 4096 bytes (fit for
+/// O_DIRECT) and registered with this thread's ring, so that reads into it skip the
+/// kernel's per-read pinning of pages. Where registration is refused
+/// (RLIMIT_MEMLOCK), the scratch is used unregistered, after one line on stderr.
+///
+/// Scratch grown past 16 MiB is released after `f`, so one huge batch does not hold
+/// memory for the life of the thread.
+pub fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> io::Result<T> {
+    const KEEP: usize = 16 << 20;
+    const ALIGN: usize = crate::file::DIRECT_ALIGN;
+    SLAB.with(|cell| {
+        let Ok(mut slab) = cell.try_borrow_mut() else {
+            // Re-entrant use: a private buffer is correct, only slower.
+            let mut own = AlignedBuf::new(len.max(1), ALIGN)?;
+            return Ok(f(&mut own[..len]));
+        };
+        if slab.as_ref().is_none_or(|b| b.len() < len) {
+            // Unregister before the memory goes: a read aimed at a stale registration
+            // would land in the old pages.
+            forget_slab();
+            *slab = None;
+            *slab = Some(AlignedBuf::new(
+                len.next_power_of_two().max(64 << 10),
+                ALIGN,
+            )?);
+        }
+        let Some(buf) = slab.as_mut() else {
+            return Err(io::Error::other("scratch slab missing"));
+        };
+        register_slab(buf);
+        let out = f(&mut buf[..len]);
+        if buf.len() > KEEP {
+            forget_slab();
+            *slab = None;
+        }
+        Ok(out)
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn register_slab(buf: &mut [u8]) {
+    if !available() {
+        return;
+    }
+    if let Ok(Some(e)) = ring::with_ring(|r| Ok(r.register_slab(buf))) {
+        refuse_buffers(&format!("io_uring_register: {e}"));
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn register_slab(_buf: &mut [u8]) {}
+
+#[cfg(target_os = "linux")]
+fn forget_slab() {
+    ring::with_existing_ring(ring::ThreadRing::unregister_slab);
+}
+
+#[cfg(not(target_os = "linux"))]
+fn forget_slab() {}
+
+/// Releases this thread's registrations of files dropped since it last looked (the
+/// pool's workers call it whenever they wake).
+pub fn release_closed() {
+    #[cfg(target_os = "linux")]
+    ring::with_existing_ring(ring::ThreadRing::release_closed);
+}
+
+/// How many files this thread's ring holds registered (0 without a ring).
+#[doc(hidden)]
+pub fn registered_files() -> usize {
+    let mut n = 0;
+    #[cfg(target_os = "linux")]
+    ring::with_existing_ring(|r| n = r.registered_files());
+    n
+}
+
+/// Whether this thread's ring has its scratch slab registered.
+#[doc(hidden)]
+pub fn scratch_registered() -> bool {
+    let mut yes = false;
+    #[cfg(target_os = "linux")]
+    ring::with_existing_ring(|r| yes = r.slab().is_some());
+    yes
+}
+
+/// Whether this thread has (or can now create) its ring. A process may be able to
+/// create one ring but not one per thread (RLIMIT_MEMLOCK on kernels before 5.12,
+/// or out of file descriptors); callers then read with pread on this thread.
+#[cfg(target_os = "linux")]
+pub fn thread_ring_ready() -> bool {
+    available() && ring::with_ring(|_| Ok(())).is_ok()
+}
+
+/// Without io_uring there is no ring to be ready.
+#[cfg(not(target_os = "linux"))]
+pub fn thread_ring_ready() -> bool {
+    false
+}
+
+/// Reads every request of `reqs` completely from `file`, keeping up to `depth` reads
+/// in flight, and calls `done(i, buf)` as request `i` completes (on this thread).
+///
+/// A read that hits end of file fails with `UnexpectedEof`; the first error (of a
+/// read or of `done`) is returned after every read in flight has been reaped. A panic
+/// in `done` is re-raised after the reads in flight have been reaped too, so the
+/// kernel never writes into a buffer that has been released.
+#[cfg(target_os = "linux")]
+pub fn read_batch(
+    file: &RingFile,
+    reqs: &mut [ReadReq<'_>],
+    depth: usize,
+    mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+
+    if !available() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "io_uring is unavailable in this process",
+        ));
+    }
+    if reqs.iter().any(|r| r.buf.len() > u32::MAX as usize) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a single read is limited to 4 GiB - 1",
+        ));
+    }
+    let depth = depth.clamp(1, MAX_DEPTH);
+    let mut panicked = None;
+    let result = ring::with_ring(|ring| {
+        let fd = match ring.file_slot(file) {
+            Some(k) => Target::Fixed(k),
+            None => Target::Fd(file.file().as_raw_fd()),
+        };
+        PROGRESS.with(|p| {
+            let mut progress = p.borrow_mut();
+            progress.clear();
+            progress.resize(reqs.len(), 0);
+            drive(
+                ring,
+                fd,
+                reqs,
+                &mut progress,
+                depth,
+                &mut done,
+                &mut panicked,
+            )
+        })
+    });
+    if let Some(payload) = panicked {
+        std::panic::resume_unwind(payload);
+    }
+    result
+}
+
+/// Without io_uring (non-Linux), batches are read one `pread` at a time.
+#[cfg(not(target_os = "linux"))]
+pub fn read_batch(
+    file: &RingFile,
+    reqs: &mut [ReadReq<'_>],
+    _depth: usize,
+    mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    for (i, r) in reqs.iter_mut().enumerate() {
+        crate::file::read_exact_at(file.file(), r.buf, r.offset)?;
+        done(i, r.buf)?;
+    }
+    Ok(())
+}
