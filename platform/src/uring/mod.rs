@@ -33,7 +33,7 @@ mod ring_file;
 mod tests;
 
 #[cfg(target_os = "linux")]
-use drive::{drive, Target};
+use drive::{drive, Issue, Target};
 pub use ring_file::RingFile;
 
 /// The most reads a ring holds in flight (its submission queue size).
@@ -270,15 +270,12 @@ pub fn read_batch(
             let mut progress = p.borrow_mut();
             progress.clear();
             progress.resize(reqs.len(), 0);
-            drive(
-                ring,
+            let issue = Issue {
                 fd,
-                reqs,
-                &mut progress,
                 depth,
-                &mut done,
-                &mut panicked,
-            )
+                ramp: file.is_direct(),
+            };
+            drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)
         })
     });
     if let Some(payload) = panicked {

@@ -24,15 +24,23 @@ pub struct RingFile {
     /// a new file that gets an old descriptor number can never hit a stale slot.
     id: u64,
     open: Arc<AtomicBool>,
+    /// Opened with O_DIRECT: reads go to the device, never the page cache.
+    direct: bool,
 }
 
 impl RingFile {
     pub fn new(file: File) -> Self {
         RingFile {
+            direct: is_direct(&file),
             file,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             open: Arc::new(AtomicBool::new(true)),
         }
+    }
+
+    /// Whether the file was opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
 
     /// The file, for reads that do not go through a ring.
@@ -48,6 +56,19 @@ impl RingFile {
     pub(super) fn open_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.open)
     }
+}
+
+#[cfg(target_os = "linux")]
+fn is_direct(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: F_GETFL only reads the status flags of a descriptor we own.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    flags != -1 && flags & libc::O_DIRECT != 0
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_direct(_file: &File) -> bool {
+    false
 }
 
 impl Drop for RingFile {

@@ -323,24 +323,29 @@ fn direct_reads_into_the_registered_scratch_are_exact() {
         return; // the file system has no O_DIRECT
     };
     let f = RingFile::new(direct);
+    assert!(f.is_direct());
+    assert!(!sample_file(16).0.is_direct());
     let a = crate::file::DIRECT_ALIGN;
-    with_scratch(64 * a, |scratch| {
-        let mut reqs: Vec<ReadReq<'_>> = scratch
-            .chunks_mut(a)
-            .enumerate()
-            .map(|(k, buf)| ReadReq {
-                buf,
-                offset: ((k * 37) % 256 * a) as u64,
+    // Direct files submit in growing groups; every depth must still read every byte.
+    for depth in [1usize, 3, 16, 256] {
+        with_scratch(64 * a, |scratch| {
+            let mut reqs: Vec<ReadReq<'_>> = scratch
+                .chunks_mut(a)
+                .enumerate()
+                .map(|(k, buf)| ReadReq {
+                    buf,
+                    offset: ((k * 37) % 256 * a) as u64,
+                })
+                .collect();
+            read_batch(&f, &mut reqs, depth, |k, buf| {
+                let o = (k * 37) % 256 * a;
+                assert_eq!(buf, &data[o..o + a]);
+                Ok(())
             })
-            .collect();
-        read_batch(&f, &mut reqs, 16, |k, buf| {
-            let o = (k * 37) % 256 * a;
-            assert_eq!(buf, &data[o..o + a]);
-            Ok(())
+            .expect("direct batch");
         })
-        .expect("direct batch");
-    })
-    .expect("scratch");
+        .expect("scratch");
+    }
 }
 
 #[test]
