@@ -2,6 +2,9 @@
 # W4: O_DIRECT random record gathers vs fio on the same file, interleaved rounds.
 # Usage: scripts/w4_vs_fio.sh [record_bytes] [queue_depth] [batch] [rounds]
 # Needs fio (apt-get install fio) and a release build (cargo build --release).
+# FIO_IOMEM=shmhuge gives fio huge-page buffers like zring's (needs
+# `echo 64 > /proc/sys/vm/nr_hugepages`): with 128 KiB reads on a virtio disk, fio's
+# 4 KiB-page buffers cost it half its throughput (one segment per page).
 # Prints each round and the median ratio zring/fio for io_uring (same queue depth,
 # one thread) and for the pread fallback vs fio psync.
 set -euo pipefail
@@ -22,7 +25,7 @@ fi
 zr() { "$zring" bench --store "$store" --direct --backend "$1" --qd "$qd" --threads 1 --batch "$batch" --duration 3 --json \
   | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["records_per_s"])'; }
 fio_iops() { fio --name=w4 --filename="$store" --readonly --ioengine="$1" --direct=1 --rw=randread --bs="$bytes" \
-  --iodepth="$2" --runtime=3 --time_based --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["iops"])'; }
+  --iodepth="$2" --iomem="${FIO_IOMEM:-malloc}" --runtime=3 --time_based --output-format=json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["read"]["iops"])'; }
 u=(); p=()
 for r in $(seq "$rounds"); do
   a=$(zr uring); b=$(fio_iops io_uring "$qd"); c=$(zr pread); d=$(fio_iops psync 1)
