@@ -224,6 +224,9 @@ pub(super) fn drive(
                 finish(i, reqs[i].buf, &mut first_err);
             }
         }
+        // Hand the consumed entries back now: the kernel counts unconsumed ones when
+        // deciding whether the next wait may sleep, and would return at once.
+        cq.sync();
     }
     match first_err {
         Some(e) => Err(e),

@@ -153,10 +153,8 @@ pub fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> io::Result
             // would land in the old pages.
             forget_slab();
             *slab = None;
-            *slab = Some(AlignedBuf::new(
-                len.next_power_of_two().max(64 << 10),
-                ALIGN,
-            )?);
+            let cap = len.checked_next_power_of_two().unwrap_or(len);
+            *slab = Some(AlignedBuf::new(cap.max(64 << 10), ALIGN)?);
         }
         let Some(buf) = slab.as_mut() else {
             return Err(io::Error::other("scratch slab missing"));

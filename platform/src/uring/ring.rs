@@ -36,7 +36,8 @@ pub(super) struct ThreadRing {
 }
 
 struct FileTable {
-    /// Whether the kernel gave this ring a sparse file table (Linux 5.19).
+    /// Whether new files may be registered: the kernel gave this ring a sparse file
+    /// table (Linux 5.19) and has not refused an update.
     enabled: bool,
     slots: Vec<Option<Registered>>,
     /// The value of `CLOSED` when the table was last swept.
@@ -188,7 +189,8 @@ impl ThreadRing {
     /// Drops the registrations of files that have been closed since the last sweep.
     pub(super) fn release_closed(&mut self) {
         let closed = CLOSED.load(Ordering::Acquire);
-        if !self.files.enabled || closed == self.files.swept {
+        // Not gated on `enabled`: a table that stopped registering still holds files.
+        if closed == self.files.swept {
             return;
         }
         self.files.swept = closed;
