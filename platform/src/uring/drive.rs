@@ -65,13 +65,29 @@ pub(super) struct Issue {
     pub(super) fd: Target,
     /// The most reads in flight.
     pub(super) depth: usize,
-    /// Submit each refill in growing groups (O_DIRECT files; see `drive`).
-    pub(super) ramp: bool,
+    /// Whether refills are submitted in growing groups (see `drive`).
+    pub(super) ramp: Ramp,
+}
+
+/// How a refill of the queue goes to the kernel.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Ramp {
+    /// In groups of 1, 2, 4, ... reads: reads that go to the device.
+    Always,
+    /// In one enter: reads that complete inside it (page cache hits).
+    Never,
+    /// The batch's first read goes alone; whether it completed inside its enter
+    /// decides between the two for the rest of the batch.
+    Probe,
 }
 
 pub(super) fn drive(
     tr: &mut ThreadRing,
-    Issue { fd, depth, ramp }: Issue,
+    Issue {
+        fd,
+        depth,
+        mut ramp,
+    }: Issue,
     reqs: &mut [ReadReq<'_>],
     progress: &mut [u32],
     done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
@@ -103,13 +119,14 @@ pub(super) fn drive(
     while completed < n || inflight.0 > 0 {
         if first_err.is_none() {
             sq.sync();
-            // With `ramp`, a refill goes to the kernel in groups of 1, 2, 4, ... reads
-            // instead of one io_uring_enter: the kernel plugs a multi-read submission,
-            // so the device gets none of it until the last read is prepared; the reads
-            // then complete together and the queue runs in convoys, full or empty
-            // (W4 at QD 32: 0.79x fio in one enter, 0.91-0.94x in groups; see
-            // docs/benchmarks.md). Cached reads complete inside the enter and gain
-            // nothing from it, so only O_DIRECT files ramp.
+            // Reads that go to the device are submitted in groups of 1, 2, 4, ...
+            // rather than in one io_uring_enter: the kernel plugs a multi-read
+            // submission, so the device gets none of it until the last read is
+            // prepared; the reads then complete together and the queue runs in
+            // convoys, full or empty (W4 at QD 32: 0.79x fio in one enter, 0.96-1.00x
+            // in groups; cold buffered reads 1.2-1.9x; see docs/benchmarks.md). Reads
+            // served from the page cache complete inside the enter, where extra
+            // enters only cost (~5%), hence the probe for buffered files.
             let mut group = 1usize;
             let mut unsent = 0usize;
             while inflight.0 < depth && first_err.is_none() {
@@ -147,7 +164,10 @@ pub(super) fn drive(
                 }
                 inflight.0 += 1;
                 unsent += 1;
-                if ramp && unsent == group && inflight.0 < depth && (next < n || !retry.is_empty())
+                if ramp != Ramp::Never
+                    && unsent == group
+                    && inflight.0 < depth
+                    && (next < n || !retry.is_empty())
                 {
                     sq.sync();
                     // Best effort: whatever stays queued is submitted (and its error
@@ -155,6 +175,16 @@ pub(super) fn drive(
                     let _ = submitter.submit();
                     unsent = 0;
                     group *= 2;
+                    if ramp == Ramp::Probe {
+                        // A completion already there means the read never waited
+                        // for the device. (It stays queued for the reaping below.)
+                        cq.sync();
+                        ramp = if cq.is_empty() {
+                            Ramp::Always
+                        } else {
+                            Ramp::Never
+                        };
+                    }
                 }
             }
             sq.sync();

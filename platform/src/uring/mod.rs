@@ -33,7 +33,7 @@ mod ring_file;
 mod tests;
 
 #[cfg(target_os = "linux")]
-use drive::{drive, Issue, Target};
+use drive::{drive, Issue, Ramp, Target};
 pub use ring_file::RingFile;
 
 /// The most reads a ring holds in flight (its submission queue size).
@@ -271,7 +271,11 @@ pub fn read_batch(
             let issue = Issue {
                 fd,
                 depth,
-                ramp: file.is_direct(),
+                ramp: if file.is_direct() {
+                    Ramp::Always
+                } else {
+                    Ramp::Probe
+                },
             };
             drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)
         })
