@@ -369,3 +369,34 @@ fn scratch_that_grows_is_registered_anew_and_reads_stay_exact() {
         .expect("scratch");
     }
 }
+
+#[test]
+fn buffered_batches_are_exact_whether_their_pages_are_cached_or_not() {
+    use std::os::fd::AsRawFd;
+    if !available() {
+        return;
+    }
+    let (f, data) = sample_file(4 << 20);
+    for evict in [false, true, false] {
+        if evict {
+            // Written back, then dropped from the page cache: the batch's first read
+            // misses and the refills ramp.
+            f.file().sync_all().expect("fsync");
+            // SAFETY: advice about a descriptor we own; no memory is involved.
+            unsafe { libc::posix_fadvise(f.file().as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+        let offsets: Vec<u64> = (0..500).map(|i| (i * 8191 % 4_000_000) as u64).collect();
+        let mut bufs: Vec<Vec<u8>> = (0..500).map(|_| vec![0u8; 4096]).collect();
+        let mut reqs: Vec<ReadReq<'_>> = bufs
+            .iter_mut()
+            .zip(&offsets)
+            .map(|(buf, &offset)| ReadReq { buf, offset })
+            .collect();
+        read_batch(&f, &mut reqs, 32, |i, buf| {
+            let o = offsets[i] as usize;
+            assert_eq!(buf, &data[o..o + 4096], "evicted {evict}");
+            Ok(())
+        })
+        .expect("batch");
+    }
+}
