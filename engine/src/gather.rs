@@ -379,7 +379,8 @@ impl Inner {
                 ));
             }
             buf.resize(e.logical_len as usize, 0);
-            self.decode_into(i, &e, src, buf, ctx.decoders())?;
+            // The checksum was just checked above, whatever `verify_checksums` says.
+            self.decode_checked(i, &e, src, buf, ctx.decoders())?;
         }
         Ok(())
     }

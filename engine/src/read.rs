@@ -190,6 +190,19 @@ impl Inner {
         decoders: &mut Decoders,
     ) -> Result<()> {
         self.check_sum(index, e, stored)?;
+        self.decode_checked(index, e, stored, dst, decoders)
+    }
+
+    /// [`Inner::decode_into`] for bytes whose checksum was already checked (or is not
+    /// to be).
+    pub(crate) fn decode_checked(
+        &self,
+        index: u64,
+        e: &Entry,
+        stored: &[u8],
+        dst: &mut [u8],
+        decoders: &mut Decoders,
+    ) -> Result<()> {
         if e.codec == RecordCodec::Raw {
             dst.copy_from_slice(stored);
             return Ok(());
