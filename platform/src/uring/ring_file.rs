@@ -48,11 +48,13 @@ impl RingFile {
         &self.file
     }
 
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn id(&self) -> u64 {
         self.id
     }
 
     /// A flag that turns false when this file is dropped.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn open_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.open)
     }
