@@ -745,10 +745,30 @@ impl Job<'_> {
         let base = self.reserve(k, payload.len() as u64)?;
         file::write_all_at(self.file, payload, base)
             .map_err(|e| Error::io(self.tmp_path, "writing records", e))?;
+        self.start_writeback(base, base + payload.len() as u64)?;
         for e in &mut entries {
             e.offset += base;
         }
         Ok(entries)
+    }
+
+    /// Starts the writeback of every whole [`WRITEBACK_WINDOW`] that the chunk just
+    /// written at `start .. end` completed, so the device writes while the appends go
+    /// on instead of all of it waiting in `close`'s fsync (W7 raw writes: 1.3-1.5x). Only
+    /// timing changes: `close` still fsyncs the whole file before publishing it.
+    fn start_writeback(&self, start: u64, end: u64) -> Result<()> {
+        let (first, last) = (start / WRITEBACK_WINDOW, end / WRITEBACK_WINDOW);
+        if last == first {
+            return Ok(());
+        }
+        // A failure here means the file or device is failing: poison the writer like
+        // any write error rather than hope the final fsync reports it.
+        file::start_writeback(
+            self.file,
+            first * WRITEBACK_WINDOW,
+            (last - first) * WRITEBACK_WINDOW,
+        )
+        .map_err(|e| Error::io(self.tmp_path, "starting the writeback of records", e))
     }
 
     /// Waits for chunk `k`'s turn and takes `len` bytes of file at an aligned offset.
@@ -780,6 +800,11 @@ impl Job<'_> {
         c.map_err(|e| Error::Codec(format!("cannot create a compressor: {e}")))
     }
 }
+
+/// Writeback is started in whole windows of this many bytes (page-aligned, so a page
+/// shared by two chunks is not written twice). Starting early matters: 1 MiB windows
+/// (about one per default chunk) measured 1.48x the old writer, 8 MiB windows 1.34x.
+const WRITEBACK_WINDOW: u64 = 1 << 20;
 
 /// What a writer thread reports when it stops because another thread failed.
 const ANOTHER_THREAD_FAILED: &str = "another writer thread failed";
