@@ -91,12 +91,10 @@ impl Inner {
 
 impl Inner {
     /// Starts loading record `i`'s table entry and shape into the cache.
-    fn prefetch_layout(&self, i: u64, ndim: usize) {
-        let i = i as usize;
-        let entry = self.footer.table.offset as usize + i * format::ENTRY_BYTES;
-        self.map.prefetch(entry, format::ENTRY_BYTES);
-        let shape = self.footer.shapes.offset as usize + i * ndim * 4;
-        self.map.prefetch(shape, ndim * 4);
+    fn prefetch_layout(&self, i: u64) {
+        for r in [self.entry_bytes(i), self.shape_bytes(i)] {
+            self.map.prefetch(r.start, r.len());
+        }
     }
 
     /// How much more a byte of this store costs to produce than to copy.
@@ -237,7 +235,7 @@ impl Store {
         layout.cu_seqlens.push(0);
         for (k, &i) in indices.iter().enumerate() {
             if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
-                inner.prefetch_layout(ahead, ndim);
+                inner.prefetch_layout(ahead);
             }
             let (dims, entry) = inner.ragged_shape_entry(i)?;
             layout.shapes.extend(

@@ -320,12 +320,25 @@ impl Inner {
     }
 
     /// Decodes and bounds-checks the entry of an in-range record.
-    pub(crate) fn entry(&self, index: u64) -> Result<Entry> {
+    /// Where record `index`'s table entry lies in the file (unchecked).
+    pub(crate) fn entry_bytes(&self, index: u64) -> std::ops::Range<usize> {
         let at = self.footer.table.offset as usize + index as usize * ENTRY_BYTES;
+        at..at + ENTRY_BYTES
+    }
+
+    /// Where record `index`'s shape (ndim little-endian u32) lies in the file
+    /// (unchecked).
+    pub(crate) fn shape_bytes(&self, index: u64) -> std::ops::Range<usize> {
+        let ndim = self.stored.schema.ndim();
+        let at = self.footer.shapes.offset as usize + index as usize * ndim * 4;
+        at..at + ndim * 4
+    }
+
+    pub(crate) fn entry(&self, index: u64) -> Result<Entry> {
         let raw = self
             .map
             .bytes()
-            .get(at..at + ENTRY_BYTES)
+            .get(self.entry_bytes(index))
             .ok_or_else(|| Error::record(&self.path, index, "table entry outside the file"))?;
         let e = Entry::decode(raw).map_err(|d| Error::record(&self.path, index, d))?;
         let data = self.footer.data;
@@ -372,12 +385,10 @@ impl Inner {
 
     /// The dims of a ragged record and its validated entry (decoded once).
     pub(crate) fn ragged_shape_entry(&self, index: u64) -> Result<(&[u8], Entry)> {
-        let ndim = self.stored.schema.ndim();
-        let at = self.footer.shapes.offset as usize + index as usize * ndim * 4;
         let dims = self
             .map
             .bytes()
-            .get(at..at + ndim * 4)
+            .get(self.shape_bytes(index))
             .ok_or_else(|| Error::record(&self.path, index, "shape outside the file"))?;
         let e = self.entry(index)?;
         let elems = dims

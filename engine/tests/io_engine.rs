@@ -346,16 +346,23 @@ fn fallback_child() {
     println!("CHILD-OK");
 }
 
-fn run_child(path: &Path, extra_env: Option<(&str, &str)>) -> (bool, String, String) {
+/// Re-runs this test binary for the ignored test `child` alone, with `store_var`
+/// naming the store it reads; returns (success, stdout, stderr).
+fn run_child_test(
+    child: &str,
+    store_var: &str,
+    path: &Path,
+    extra_env: Option<(&str, &str)>,
+) -> (bool, String, String) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "fallback_child",
+        child,
         "--nocapture",
         "--ignored",
         "--test-threads=1",
     ])
-    .env(CHILD_ENV, path);
+    .env(store_var, path);
     if let Some((k, v)) = extra_env {
         cmd.env(k, v);
     }
@@ -371,7 +378,7 @@ fn run_child(path: &Path, extra_env: Option<(&str, &str)>) -> (bool, String, Str
 fn uring_blocked_by_seccomp_falls_back_to_pread_with_identical_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = dense_store(dir.path(), "fallback.zr", 2048, 400, Codec::Zstd, 4096);
-    let (ok, stdout, stderr) = run_child(&path, None);
+    let (ok, stdout, stderr) = run_child_test("fallback_child", CHILD_ENV, &path, None);
     assert!(
         ok && stdout.contains("CHILD-OK"),
         "child failed:\n{stdout}\n{stderr}"
@@ -386,7 +393,12 @@ fn uring_disabled_by_environment_falls_back_with_one_notice() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = dense_store(dir.path(), "envoff.zr", 512, 100, Codec::Raw, 8);
     // The child installs seccomp too, but the variable is seen first.
-    let (ok, stdout, stderr) = run_child(&path, Some(("ZRING_URING", "0")));
+    let (ok, stdout, stderr) = run_child_test(
+        "fallback_child",
+        CHILD_ENV,
+        &path,
+        Some(("ZRING_URING", "0")),
+    );
     assert!(
         ok && stdout.contains("CHILD-OK"),
         "child failed:\n{stdout}\n{stderr}"
@@ -507,27 +519,6 @@ fn memlock_child() {
     println!("CHILD-OK");
 }
 
-fn run_memlock_child(path: &Path, extra_env: Option<(&str, &str)>) -> (bool, String, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "memlock_child",
-        "--nocapture",
-        "--ignored",
-        "--test-threads=1",
-    ])
-    .env(MEMLOCK_CHILD_ENV, path);
-    if let Some((k, v)) = extra_env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn buffer_registration_refused_falls_back_with_one_notice() {
     if !zring_platform::uring::available() {
@@ -536,7 +527,7 @@ fn buffer_registration_refused_falls_back_with_one_notice() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = dense_store(dir.path(), "memlock.zr", 3000, 300, Codec::Zstd, 8);
     for env in [None, Some(("ZRING_URING_REGISTER", "0"))] {
-        let (ok, stdout, stderr) = run_memlock_child(&path, env);
+        let (ok, stdout, stderr) = run_child_test("memlock_child", MEMLOCK_CHILD_ENV, &path, env);
         assert!(
             ok && stdout.contains("CHILD-OK"),
             "child failed ({env:?}):\n{stdout}\n{stderr}"
