@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""NumPy memmap baselines for zring's gather benchmarks (BENCHMARKS.md method).
+"""NumPy memmap baselines for zring's gather benchmarks (docs/workloads.md method).
 
 Reads the workloads that `zring-bench-npy DIR` wrote (the very records the Rust
 benches use) and times, per batch of fresh IID indices (drawn outside the timing):

@@ -178,7 +178,7 @@ def main():
         if "w2" in npy:
             n = npy["w2"]["records_s"]
             add(f"W2 raw gather `{best}` / NumPy memmap take", mrec(r.rps(best)), mrec(n), r.rps(best) / n, 1.0)
-            add("  (BENCHMARKS.md floor)", "", "", r.rps(best) / n, 1.2)
+            add("  (docs/workloads.md floor)", "", "", r.rps(best) / n, 1.2)
     best1 = r.best([f"gather_w1_raw/{b}_t{t}" for b in backends for t in (1, 2)], r.bps)
     if best1 and "w1" in npy:
         n = npy["w1"]["mib_s"] * MIB

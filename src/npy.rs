@@ -8,7 +8,6 @@
 //! follows immediately.
 
 use std::fmt;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -92,7 +91,9 @@ impl NpyFile {
             path: path.to_path_buf(),
             detail,
         };
-        let mut file = File::open(path).map_err(|e| io("opening the .npy file", e))?;
+        // Not File::open: a FIFO would block it forever.
+        let mut file =
+            zring_platform::file::open_regular(path).map_err(|e| io("opening the .npy file", e))?;
         let file_len = file
             .metadata()
             .map_err(|e| io("reading the .npy file's size", e))?
@@ -257,11 +258,13 @@ fn resolve_dtype(descr: &str, dtype_override: Option<DType>) -> Result<DType, St
             "the file holds {d}; --dtype {o} may only name the type of a raw-bytes (|V) array"
         )),
         (Err(e), None) => Err(match e {
-            zring_engine::Error::Schema(detail) if descr.starts_with("|V") => format!(
+            zring_engine::Error::Schema(
+                detail @ zring_engine::SchemaError::UnsupportedDescr { .. },
+            ) if descr.starts_with("|V") => format!(
                 "{detail}: raw-bytes arrays (ml_dtypes such as bfloat16 save as |V2) need \
                  --dtype NAME"
             ),
-            zring_engine::Error::Schema(detail) => detail,
+            zring_engine::Error::Schema(detail) => detail.to_string(),
             e => e.to_string(),
         }),
         (Err(e), Some(o)) => {

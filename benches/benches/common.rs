@@ -84,6 +84,12 @@ pub fn backends() -> Vec<zring_engine::Backend> {
         .collect()
 }
 
+/// Whether zring's gathers check each record's checksum: `$ZRING_BENCH_VERIFY` (`0`
+/// turns it off; on by default, as in the engine), for same-run A/B of its cost.
+pub fn verify_checksums() -> bool {
+    std::env::var("ZRING_BENCH_VERIFY").map_or(true, |v| v != "0")
+}
+
 /// Whether criterion will time anything: `cargo bench` passes `--bench`; `cargo test
 /// --benches` (and `--test`) only runs each benchmark once as a check.
 pub fn timing() -> bool {

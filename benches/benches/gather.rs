@@ -46,7 +46,7 @@ fn open(path: &Path, backend: Backend, threads: usize) -> Store {
     let opts = ReadOptions {
         backend,
         threads,
-        verify_checksums: false,
+        verify_checksums: common::verify_checksums(),
         ..ReadOptions::default()
     };
     Store::open(path, opts).expect("opening the store")

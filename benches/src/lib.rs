@@ -2,7 +2,7 @@
 //! same-run baselines the criterion benches in `benches/` compare against.
 //!
 //! - [`rng`]: a seeded splitmix64, so data is identical on every machine.
-//! - [`data`]: the BENCHMARKS.md workloads W1 (image-like uint8[3,224,224]),
+//! - [`data`]: the docs/workloads.md workloads W1 (image-like uint8[3,224,224]),
 //!   W2 (int32[512] Zipf tokens) and W3 (ragged int32 sequences).
 //! - [`stores`]: writing them as raw / zstd-3 / zstd-dict stores, warming the page
 //!   cache, and reading back the stored frames.
@@ -18,7 +18,7 @@ pub mod baselines;
 pub mod data;
 pub mod indices;
 pub mod load;
-pub mod npy;
+pub use zring_testkit::npy;
 pub mod rng;
 pub mod stores;
 
@@ -30,7 +30,7 @@ pub use stores::{Frames, StoreCodec};
 pub const SEED: u64 = 0x7a72_696e_6721;
 /// Records per gather batch.
 pub const BATCH: usize = 256;
-/// Default workload sizes (BENCHMARKS.md).
+/// Default workload sizes (docs/workloads.md).
 pub const W1_RECORDS: usize = 2_000;
 pub const W2_RECORDS: usize = 200_000;
 pub const W3_RECORDS: usize = 200_000;

@@ -17,11 +17,10 @@ pub struct CpuSnapshot {
 impl CpuSnapshot {
     /// Reads the counters; `None` where `/proc` is not available.
     pub fn now() -> Option<Self> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
         let me = std::fs::read_to_string("/proc/self/stat").ok()?;
         Some(Self {
             at: Instant::now(),
-            machine_busy_ticks: machine_busy(&stat)?,
+            machine_busy_ticks: zring_platform::cpu::machine_busy_ticks()?,
             process_ticks: process_cpu(&me)?,
         })
     }
@@ -41,20 +40,6 @@ impl CpuSnapshot {
     }
 }
 
-/// Busy ticks of all CPUs from the `cpu` line of `/proc/stat`: everything but idle
-/// and iowait (guest time is already inside user).
-fn machine_busy(stat: &str) -> Option<u64> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice]
-    let total: u64 = v.iter().take(8).sum();
-    Some(total - v.get(3)? - v.get(4)?)
-}
-
 /// utime + stime (fields 14 and 15) of `/proc/self/stat`; the command name in
 /// parentheses may hold spaces, so fields are counted after its closing parenthesis.
 fn process_cpu(stat: &str) -> Option<u64> {
@@ -67,12 +52,6 @@ fn process_cpu(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busy_ticks_exclude_idle_and_iowait() {
-        let stat = "cpu  100 5 50 1000 20 3 2 1 0 0\ncpu0 1 1 1 1 1 1 1 1 0 0\n";
-        assert_eq!(machine_busy(stat), Some(100 + 5 + 50 + 3 + 2 + 1));
-    }
 
     #[test]
     fn process_ticks_survive_spaces_in_the_command_name() {

@@ -9,7 +9,7 @@ use zring_engine::{train_dict, Codec, Error, Result, Store, WriteOptions, Writer
 
 use crate::data::{Dense, Ragged};
 
-/// zstd level of every compressed benchmark store (BENCHMARKS.md: zstd-3).
+/// zstd level of every compressed benchmark store (docs/workloads.md: zstd-3).
 pub const ZSTD_LEVEL: i32 = 3;
 /// Size of trained dictionaries.
 pub const DICT_BYTES: usize = 64 << 10;

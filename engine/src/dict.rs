@@ -1,6 +1,6 @@
 //! Training zstd dictionaries from samples spread over the whole input.
 
-use crate::error::{Error, Result};
+use crate::error::{ArgumentError, CodecError, Error, Result};
 use crate::store::Store;
 
 /// zstd wants roughly 100x the dictionary size in samples; more only slows training.
@@ -13,12 +13,13 @@ const SAMPLE_BUDGET_MAX: usize = 128 << 20;
 /// trainer needs.
 pub fn train_dict(records: &[&[u8]], dict_bytes: usize) -> Result<Vec<u8>> {
     if dict_bytes < 256 {
-        return Err(Error::arg(format!(
-            "dictionary size {dict_bytes} is too small (at least 256 bytes)"
-        )));
+        return Err(Error::InvalidArgument(ArgumentError::DictTooSmall {
+            bytes: dict_bytes,
+            min: 256,
+        }));
     }
     if records.is_empty() {
-        return Err(Error::arg("cannot train a dictionary from zero records"));
+        return Err(Error::InvalidArgument(ArgumentError::NothingToTrain));
     }
     let total: usize = records.iter().map(|r| r.len()).sum();
     let budget = dict_bytes
@@ -26,12 +27,12 @@ pub fn train_dict(records: &[&[u8]], dict_bytes: usize) -> Result<Vec<u8>> {
         .min(SAMPLE_BUDGET_MAX);
     let stride = total.div_ceil(budget.max(1)).max(1);
     let samples: Vec<&[u8]> = records.iter().step_by(stride).copied().collect();
-    zstd::dict::from_samples(&samples, dict_bytes).map_err(|e| {
-        Error::Codec(format!(
-            "dictionary training failed on {} samples ({} bytes): {e}; use more or larger records, or codec zstd",
-            samples.len(),
-            samples.iter().map(|s| s.len()).sum::<usize>()
-        ))
+    zstd::dict::from_samples(&samples, dict_bytes).map_err(|source| {
+        Error::Codec(CodecError::DictTraining {
+            samples: samples.len(),
+            bytes: samples.iter().map(|s| s.len()).sum(),
+            source,
+        })
     })
 }
 
@@ -39,7 +40,7 @@ pub fn train_dict(records: &[&[u8]], dict_bytes: usize) -> Result<Vec<u8>> {
 pub fn train_dict_from_store(store: &Store, dict_bytes: usize) -> Result<Vec<u8>> {
     let n = store.len();
     if n == 0 {
-        return Err(Error::arg("cannot train a dictionary from an empty store"));
+        return Err(Error::InvalidArgument(ArgumentError::NothingToTrain));
     }
     let avg = store.stats()?.logical_bytes / n;
     let budget = dict_bytes

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::Error;
+use crate::error::{Error, SchemaError};
 
 /// The element type of a store's records. Stored values are little-endian.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,11 +25,17 @@ pub enum DType {
     Complex128,
     F8E4M3FN,
     F8E5M2,
+    /// ml_dtypes `float8_e4m3fnuz`: no infinities, one NaN (0x80), no negative zero.
+    F8E4M3FNUZ,
+    /// ml_dtypes `float8_e5m2fnuz`: no infinities, one NaN (0x80), no negative zero.
+    F8E5M2FNUZ,
+    /// ml_dtypes `float8_e8m0fnu`: exponent only (MX block scales), unsigned.
+    F8E8M0FNU,
 }
 
 impl DType {
     /// Every dtype, in a stable order.
-    pub const ALL: [DType; 17] = [
+    pub const ALL: [DType; 20] = [
         DType::Bool,
         DType::U8,
         DType::U16,
@@ -47,6 +53,9 @@ impl DType {
         DType::Complex128,
         DType::F8E4M3FN,
         DType::F8E5M2,
+        DType::F8E4M3FNUZ,
+        DType::F8E5M2FNUZ,
+        DType::F8E8M0FNU,
     ];
 
     /// The canonical name (NumPy's `dtype.name`; ml_dtypes' names for bfloat16 and float8).
@@ -69,13 +78,23 @@ impl DType {
             DType::Complex128 => "complex128",
             DType::F8E4M3FN => "float8_e4m3fn",
             DType::F8E5M2 => "float8_e5m2",
+            DType::F8E4M3FNUZ => "float8_e4m3fnuz",
+            DType::F8E5M2FNUZ => "float8_e5m2fnuz",
+            DType::F8E8M0FNU => "float8_e8m0fnu",
         }
     }
 
     /// Bytes per element.
     pub fn itemsize(self) -> usize {
         match self {
-            DType::Bool | DType::U8 | DType::I8 | DType::F8E4M3FN | DType::F8E5M2 => 1,
+            DType::Bool
+            | DType::U8
+            | DType::I8
+            | DType::F8E4M3FN
+            | DType::F8E5M2
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0FNU => 1,
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::U32 | DType::I32 | DType::F32 => 4,
             DType::U64 | DType::I64 | DType::F64 | DType::Complex64 => 8,
@@ -89,9 +108,9 @@ impl DType {
     pub fn from_numpy_descr(descr: &str) -> Result<Self, Error> {
         let (order, code) = descr.split_at(descr.len().min(1));
         if order == ">" {
-            return Err(Error::Schema(format!(
-                "big-endian dtype {descr:?} is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"
-            )));
+            return Err(Error::Schema(SchemaError::BigEndian {
+                descr: descr.to_string(),
+            }));
         }
         let code = if matches!(order, "<" | "|" | "=") {
             code
@@ -116,9 +135,9 @@ impl DType {
             // ml_dtypes types have no standard code; their .npy descr is "|V2"/"|V1",
             // which is ambiguous, so they must be named explicitly.
             _ => {
-                return Err(Error::Schema(format!(
-                    "unsupported NumPy dtype descr {descr:?}"
-                )))
+                return Err(Error::Schema(SchemaError::UnsupportedDescr {
+                    descr: descr.to_string(),
+                }))
             }
         };
         Ok(dtype)
@@ -151,11 +170,9 @@ impl FromStr for DType {
             "cfloat" | "cdouble" => DType::Complex128,
             "csingle" => DType::Complex64,
             _ => {
-                let names: Vec<&str> = DType::ALL.iter().map(|d| d.name()).collect();
-                return Err(Error::Schema(format!(
-                    "unknown dtype {s:?}; expected one of {}",
-                    names.join(", ")
-                )));
+                return Err(Error::Schema(SchemaError::UnknownDType {
+                    name: s.to_string(),
+                }));
             }
         };
         Ok(alias)

@@ -13,10 +13,14 @@
 //! footer      4096 B at the end
 //! ```
 
+use crate::error::{SectionKind, StoreProblem};
+
 /// Format major version: a reader refuses a store with a larger major version.
 pub const FORMAT_MAJOR: u16 = 1;
-/// Format minor version: additions an older v1 reader may ignore.
-pub const FORMAT_MINOR: u16 = 0;
+/// Format minor version: additions that never make an older v1 reader misread a
+/// store (docs/format.md, Versioning). 1.1 added three float8 dtype names; 1.2
+/// allows empty ragged records (a 0 dim, `logical_len` 0).
+pub const FORMAT_MINOR: u16 = 2;
 /// Size of the superblock and of the footer.
 pub const BLOCK: usize = 4096;
 /// Size of one table entry.
@@ -32,13 +36,30 @@ const WRITER_FIELD: usize = 32;
 
 /// The checksum used everywhere in the format: XXH3-64 (seed 0). Chosen over crc32c
 /// for speed: it runs at memory bandwidth on one core, so checking costs ~nothing.
+/// Computed by the platform's runtime-dispatched XXH3 (AVX2 where the CPU has it),
+/// bit-identical to the reference.
 pub fn checksum(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    zring_platform::hash::xxh3_64(bytes)
 }
 
 /// Rounds `x` up to a multiple of `align` (a power of two), or `None` on overflow.
 pub fn align_up(x: u64, align: u64) -> Option<u64> {
     Some(x.checked_add(align - 1)? & !(align - 1))
+}
+
+/// Where the metadata goes after a data region that ends at `data_end`: the offsets of
+/// the dictionary, shapes, table and schema sections (each at a multiple of 8, in that
+/// order, `lens` bytes long) and of the footer, which follows the schema directly.
+/// `None` if the file would pass 2^64 bytes.
+pub fn place_metadata(data_end: u64, lens: [u64; 4]) -> Option<([u64; 4], u64)> {
+    let mut at = data_end;
+    let mut offsets = [0u64; 4];
+    for (offset, len) in offsets.iter_mut().zip(lens) {
+        at = align_up(at, 8)?;
+        *offset = at;
+        at = at.checked_add(len)?;
+    }
+    Some((offsets, at))
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -65,8 +86,22 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 pub enum BlockError {
     Magic,
     Checksum,
-    Version { major: u16, minor: u16 },
-    Field(String),
+    Version {
+        major: u16,
+        minor: u16,
+    },
+    /// A major version older than the first.
+    NoSuchMajor {
+        major: u16,
+    },
+    /// A superblock alignment that is not a power of two up to [`MAX_ALIGN`].
+    Alignment {
+        align: u32,
+    },
+    /// A footer table entry size that is not [`ENTRY_BYTES`].
+    EntrySize {
+        size: u32,
+    },
 }
 
 /// Fields of the superblock.
@@ -122,15 +157,11 @@ impl Superblock {
             return Err(BlockError::Checksum);
         }
         if major != FORMAT_MAJOR {
-            return Err(BlockError::Field(format!(
-                "format major version {major} does not exist (v{FORMAT_MAJOR} is the first)"
-            )));
+            return Err(BlockError::NoSuchMajor { major });
         }
         let align = u32_at(b, 16);
         if !align.is_power_of_two() || align > MAX_ALIGN {
-            return Err(BlockError::Field(format!(
-                "superblock alignment {align} is not a power of two up to {MAX_ALIGN}"
-            )));
+            return Err(BlockError::Alignment { align });
         }
         let writer = String::from_utf8_lossy(&b[24..24 + WRITER_FIELD])
             .trim_end_matches('\0')
@@ -211,15 +242,11 @@ impl Footer {
             return Err(BlockError::Checksum);
         }
         if major != FORMAT_MAJOR {
-            return Err(BlockError::Field(format!(
-                "format major version {major} does not exist (v{FORMAT_MAJOR} is the first)"
-            )));
+            return Err(BlockError::NoSuchMajor { major });
         }
         let entry = u32_at(b, 28);
         if entry as usize != ENTRY_BYTES {
-            return Err(BlockError::Field(format!(
-                "table entry size {entry}, expected {ENTRY_BYTES}"
-            )));
+            return Err(BlockError::EntrySize { size: entry });
         }
         let section = |k: usize| {
             let at = 32 + 24 * k;
@@ -247,6 +274,81 @@ impl Footer {
     pub fn sections(&self) -> [Section; 5] {
         [self.data, self.dict, self.shapes, self.table, self.schema]
     }
+}
+
+/// Alignment of every metadata section (dictionary, shapes, table, schema): the
+/// writer pads to it and the reader requires it of the table (8) and shapes (4).
+pub const META_ALIGN: u64 = 8;
+
+/// Where record `index`'s table entry lies in the file (not checked against the
+/// record count: the caller has).
+pub fn entry_range(table: Section, index: u64) -> std::ops::Range<u64> {
+    let at = table.offset + index * ENTRY_BYTES as u64;
+    at..at + ENTRY_BYTES as u64
+}
+
+/// Where record `index`'s shape (`ndim` little-endian u32) lies in the file.
+pub fn shape_range(shapes: Section, ndim: usize, index: u64) -> std::ops::Range<u64> {
+    let bytes = ndim as u64 * 4;
+    let at = shapes.offset + index * bytes;
+    at..at + bytes
+}
+
+/// Bytes of the shapes section for `records` records of `ndim` dims (`None` on
+/// overflow); 0 for dense stores (`ndim` 0).
+pub fn shapes_len(records: u64, ndim: usize) -> Option<u64> {
+    records.checked_mul(ndim as u64 * 4)
+}
+
+/// Bytes of the table for `records` records (`None` on overflow).
+pub fn table_len(records: u64) -> Option<u64> {
+    records.checked_mul(ENTRY_BYTES as u64)
+}
+
+/// The layout rules a footer must satisfy in a file of `file_len` bytes with
+/// superblock `sb`: its length, alignment, and sections in order, inside the file,
+/// not overlapping, with aligned table and shapes. Checks nothing that needs the
+/// section bytes (checksums, schema) or the record count (section sizes per record:
+/// see [`table_len`] and [`shapes_len`]).
+pub fn check_footer(f: &Footer, sb: &Superblock, file_len: u64) -> Result<(), StoreProblem> {
+    if f.file_len != file_len {
+        return Err(StoreProblem::FileLength {
+            footer: f.file_len,
+            actual: file_len,
+        });
+    }
+    if f.align != sb.align {
+        return Err(StoreProblem::AlignmentMismatch {
+            footer: f.align,
+            superblock: sb.align,
+        });
+    }
+    if f.data.offset != BLOCK as u64 {
+        return Err(StoreProblem::DataOffset {
+            offset: f.data.offset,
+        });
+    }
+    let mut prev_end = BLOCK as u64;
+    for (s, section) in f.sections().iter().zip(SectionKind::ALL) {
+        let end = s
+            .end()
+            .filter(|&e| e <= file_len.saturating_sub(BLOCK as u64));
+        match end {
+            Some(end) if s.offset >= prev_end => prev_end = end,
+            _ => {
+                return Err(StoreProblem::SectionOutOfPlace {
+                    section,
+                    offset: s.offset,
+                    len: s.len,
+                    file_len,
+                })
+            }
+        }
+    }
+    if f.table.offset % 8 != 0 || f.shapes.offset % 4 != 0 {
+        return Err(StoreProblem::Misaligned);
+    }
+    Ok(())
 }
 
 /// How one record's stored bytes are encoded.
@@ -279,23 +381,19 @@ impl Entry {
         b
     }
 
-    /// Parses 32 bytes; the text of the error says which field is invalid.
-    /// Bounds against the data region are checked by the store.
-    pub fn decode(b: &[u8]) -> Result<Self, String> {
+    /// Parses 32 bytes. Bounds against the data region are checked by the store.
+    pub fn decode(b: &[u8]) -> Result<Self, EntryError> {
         if b.len() != ENTRY_BYTES {
-            return Err(format!(
-                "table entry is {} bytes, expected {ENTRY_BYTES}",
-                b.len()
-            ));
+            return Err(EntryError::Length(b.len()));
         }
         let codec = match b[24] {
             0 => RecordCodec::Raw,
             1 => RecordCodec::Zstd,
             2 => RecordCodec::ZstdDict,
-            t => return Err(format!("unknown codec tag {t}")),
+            t => return Err(EntryError::CodecTag(t)),
         };
         if b[25..32].iter().any(|&x| x != 0) {
-            return Err("reserved bytes of the table entry are not zero".into());
+            return Err(EntryError::Reserved);
         }
         let e = Self {
             offset: u64_at(b, 0),
@@ -305,14 +403,51 @@ impl Entry {
             codec,
         };
         if codec == RecordCodec::Raw && e.stored_len != e.logical_len {
-            return Err(format!(
-                "raw record stores {} bytes but its logical length is {}",
-                e.stored_len, e.logical_len
-            ));
+            return Err(EntryError::RawLengths {
+                stored: e.stored_len,
+                logical: e.logical_len,
+            });
         }
         Ok(e)
     }
+
+    /// The bytes `[offset, offset + stored_len)` the record occupies in the file.
+    pub fn span(&self) -> std::ops::Range<u64> {
+        self.offset..self.offset + u64::from(self.stored_len)
+    }
 }
+
+/// Why 32 bytes are not a valid table entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryError {
+    /// The slice is not [`ENTRY_BYTES`] long.
+    Length(usize),
+    /// The codec byte names no codec.
+    CodecTag(u8),
+    /// Bytes 25..32 are reserved and must be zero.
+    Reserved,
+    /// A raw record's stored and logical lengths differ.
+    RawLengths { stored: u32, logical: u32 },
+}
+
+impl std::fmt::Display for EntryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EntryError::Length(n) => {
+                write!(f, "table entry is {n} bytes, expected {ENTRY_BYTES}")
+            }
+            EntryError::CodecTag(t) => write!(f, "unknown codec tag {t}"),
+            EntryError::Reserved => f.write_str("reserved bytes of the table entry are not zero"),
+            EntryError::RawLengths { stored, logical } => write!(
+                f,
+                "raw record stores {stored} bytes but its logical length is {logical}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EntryError {}
 
 #[cfg(test)]
 mod tests {
@@ -335,7 +470,10 @@ mod tests {
         b[8..10].copy_from_slice(&2u16.to_le_bytes());
         assert_eq!(
             Superblock::decode(&b),
-            Err(BlockError::Version { major: 2, minor: 0 })
+            Err(BlockError::Version {
+                major: 2,
+                minor: FORMAT_MINOR
+            })
         );
     }
 
@@ -392,9 +530,16 @@ mod tests {
         let mut b = e.encode();
         assert_eq!(Entry::decode(&b).expect("decode"), e);
         b[24] = 9;
-        assert!(Entry::decode(&b).expect_err("tag").contains("codec tag 9"));
+        assert_eq!(Entry::decode(&b), Err(EntryError::CodecTag(9)));
         b[24] = 0;
-        assert!(Entry::decode(&b).expect_err("raw").contains("raw record"));
+        assert_eq!(
+            Entry::decode(&b),
+            Err(EntryError::RawLengths {
+                stored: 10,
+                logical: 20
+            })
+        );
+        assert_eq!(Entry::decode(&b[..31]), Err(EntryError::Length(31)));
     }
 
     #[test]

@@ -1,17 +1,31 @@
-//! zring-engine: typed, immutable, single-file record stores and their gather path.
+//! zring-engine: typed, immutable, single-file record stores and their read path.
 //!
-//! - [`format`]: container format v1 (superblock, table entries, footer); the
-//!   specification is docs/format.md.
-//! - [`dtype`] and [`schema`]: element types, dense and ragged layouts, codecs, and
-//!   the JSON schema stored in every file.
-//! - [`writer`]: [`Writer`] builds a store from whole batches, compressing in parallel,
-//!   and publishes it crash-safely.
-//! - [`store`]: [`Store`] opens and validates a store; `gather`, `gather_ragged`,
-//!   `get` and `verify` live in `gather`.
-//! - [`pending`]: `get_async` / `gather_async`, runtime-agnostic futures completed by
-//!   a zring worker through the task's waker.
-//! - [`dict`]: training zstd dictionaries from records spread over the input.
-//! - [`error`]: the [`Error`] every call returns.
+//! Contents (docs/architecture.md draws how they fit):
+//!
+//! - Writing: [`Writer`] and [`WriteOptions`] build a store from whole batches,
+//!   compressing in parallel, and publish it crash-safely; [`train_dict`] and
+//!   [`train_dict_from_store`] train zstd dictionaries.
+//! - Reading: [`Store`] opens and validates a store ([`ReadOptions`], [`Backend`]);
+//!   `get`, `gather`, `gather_ragged` ([`RaggedLayout`], [`RaggedBatch`]), `verify`
+//!   and the async [`Pending`] reads all go through the read path (`read/`), whose
+//!   planner is public: [`Store::plan`], [`Planner`], [`Coalesce`], [`Read`],
+//!   [`ReadPlan`].
+//! - Datasets: [`dataset`] — [`dataset::Dataset`] reads several stores as one (named
+//!   fields x shards) through a checksummed manifest; [`dataset::DatasetBuilder`]
+//!   publishes one.
+//! - Types: [`DType`], [`Schema`], [`Layout`], [`Codec`], [`StoreSchema`], and a
+//!   record's table [`Entry`] ([`RecordCodec`]).
+//! - Remote stores: [`remote`] — `s3://`, `gs://`, `az://`, `http(s)://` and
+//!   `file://` URLs open wherever paths do (cargo feature `remote`), tuned by
+//!   [`remote::RemoteOptions`] in [`ReadOptions::remote`], with an optional local
+//!   chunk cache ([`remote::CacheOptions`]).
+//! - Errors: [`Error`] (with the details [`ArgumentError`], [`SchemaError`],
+//!   [`CodecError`], [`InternalError`], and [`EntryError`], [`ParseBackendError`])
+//!   and [`Result`].
+//!
+//! The byte layout (superblock, table entries, footer) is specified in
+//! docs/format.md and implemented in `format`, which is not public API (tests and
+//! fuzz targets reach it through a hidden path).
 //!
 //! ```
 //! use zring_engine::{DType, ReadOptions, Schema, Store, WriteOptions, Writer};
@@ -28,23 +42,35 @@
 //! # Ok::<(), zring_engine::Error>(())
 //! ```
 
-pub mod dict;
-pub mod dtype;
-pub mod error;
+#![deny(unsafe_code)]
+
+pub mod dataset;
+mod dict;
+mod dtype;
+mod error;
+#[doc(hidden)]
 pub mod format;
-pub mod gather;
-pub mod pending;
+mod pending;
 mod read;
-pub mod schema;
-pub mod store;
-pub mod writer;
+pub mod remote;
+mod schema;
+mod store;
+mod writer;
 
 pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
-pub use error::{Error, Result};
-pub use gather::{RaggedBatch, RaggedLayout};
+pub use error::{
+    AllocFailure, Allocation, ArgumentError, BlockKind, CodecError, Error, InternalError,
+    ManifestProblem, RecordProblem, Result, SchemaError, SchemaJsonError, SectionKind,
+    ShardMismatch, StoreMismatch, StoreProblem, UrlProblem,
+};
+pub use format::{Entry, EntryError, RecordCodec};
 pub use pending::Pending;
-pub use schema::{Codec, Layout, Schema, StoreSchema};
-pub use store::{ReadOptions, Store, StoreStats};
+pub use read::plan::Planner;
+pub use read::{
+    Backend, Coalesce, ParseBackendError, RaggedBatch, RaggedLayout, Read, ReadOptions,
+    ReadsServed, StoreStats,
+};
+pub use schema::{shape_bytes, Codec, Layout, Schema, StoreSchema, MAX_NDIM};
+pub use store::{ReadPlan, Store};
 pub use writer::{WriteOptions, Writer};
-pub use zring_platform::Backend;

@@ -8,10 +8,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use zring_platform::{oneshot, Pool};
+use zring_platform::oneshot;
 
-use crate::error::{Error, Result};
-use crate::gather::RaggedBatch;
+use crate::error::{Error, InternalError, Result};
+use crate::read::RaggedBatch;
 use crate::store::Store;
 
 /// A read in flight. Resolves to the read's result. Dropping it does not cancel the
@@ -23,9 +23,9 @@ pub struct Pending<T> {
 }
 
 impl<T: Send + 'static> Pending<T> {
-    fn spawn(read: impl FnOnce() -> Result<T> + Send + 'static) -> Self {
+    fn spawn(store: &Store, read: impl FnOnce() -> Result<T> + Send + 'static) -> Self {
         let (tx, rx) = oneshot::channel();
-        Pool::global().spawn(move || tx.send(read()));
+        store.inner.pool.get().spawn(move || tx.send(read()));
         Self { rx }
     }
 
@@ -36,7 +36,9 @@ impl<T: Send + 'static> Pending<T> {
 }
 
 fn dropped() -> Error {
-    Error::Internal("the read ended without a result (its worker panicked)".into())
+    Error::Internal(InternalError::Panicked {
+        task: "the worker of an asynchronous read",
+    })
 }
 
 impl<T> Future for Pending<T> {
@@ -53,18 +55,18 @@ impl Store {
     /// Reads record `index` on a zring worker; see [`Pending`].
     pub fn get_async(&self, index: u64) -> Pending<Vec<u8>> {
         let store = self.clone();
-        Pending::spawn(move || store.get(index))
+        Pending::spawn(self, move || store.get(index))
     }
 
     /// Gathers dense records on a zring worker; see [`Store::gather`].
     pub fn gather_async(&self, indices: Vec<u64>) -> Pending<Vec<u8>> {
         let store = self.clone();
-        Pending::spawn(move || store.gather_vec(&indices))
+        Pending::spawn(self, move || store.gather_vec(&indices))
     }
 
     /// Gathers ragged records on a zring worker; see [`Store::gather_ragged`].
     pub fn gather_ragged_async(&self, indices: Vec<u64>) -> Pending<RaggedBatch> {
         let store = self.clone();
-        Pending::spawn(move || store.gather_ragged(&indices))
+        Pending::spawn(self, move || store.gather_ragged(&indices))
     }
 }

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SchemaError, SchemaJsonError};
 use crate::format::MAX_RECORD_BYTES;
 
 /// The most dimensions a record may have (NumPy's limit, less the batch axis).
@@ -21,6 +22,23 @@ pub enum Layout {
     Dense { item_shape: Vec<u64> },
     /// Each record has its own shape of `ndim` dimensions (ndim >= 1).
     Ragged { ndim: usize },
+}
+
+impl Layout {
+    /// Adds `layout` and `item_shape` or `ndim` to a JSON object (store schemas and
+    /// dataset manifests spell layouts alike).
+    pub(crate) fn insert_json(&self, obj: &mut Map<String, Value>) {
+        match self {
+            Layout::Dense { item_shape } => {
+                obj.insert("layout".into(), json!("dense"));
+                obj.insert("item_shape".into(), json!(item_shape));
+            }
+            Layout::Ragged { ndim } => {
+                obj.insert("layout".into(), json!("ragged"));
+                obj.insert("ndim".into(), json!(ndim));
+            }
+        }
+    }
 }
 
 /// How a store's records are compressed. Individual records that do not shrink are
@@ -60,9 +78,9 @@ impl FromStr for Codec {
             "raw" | "none" => Ok(Codec::Raw),
             "zstd" => Ok(Codec::Zstd),
             "zstd-dict" | "zstdict" => Ok(Codec::ZstdDict),
-            _ => Err(Error::Schema(format!(
-                "unknown codec {s:?} (expected raw, zstd or zstd-dict)"
-            ))),
+            _ => Err(Error::Schema(SchemaError::UnknownCodec {
+                name: s.to_string(),
+            })),
         }
     }
 }
@@ -126,27 +144,30 @@ impl Schema {
 
     /// Checks the schema can be stored: rank limits, record size limit.
     pub fn validate(&self) -> Result<()> {
+        self.check().map_err(Error::Schema)
+    }
+
+    /// [`Schema::validate`]'s check, saying what is wrong.
+    pub(crate) fn check(&self) -> Result<(), SchemaError> {
         match &self.layout {
             Layout::Dense { item_shape } => {
                 if item_shape.len() > MAX_NDIM {
-                    return Err(Error::Schema(format!(
-                        "item_shape has {} dimensions; at most {MAX_NDIM} are allowed",
-                        item_shape.len()
-                    )));
+                    return Err(SchemaError::TooManyDims {
+                        ndim: item_shape.len(),
+                    });
                 }
                 match shape_bytes(item_shape, self.dtype) {
                     Some(b) if b <= MAX_RECORD_BYTES => Ok(()),
-                    _ => Err(Error::Schema(format!(
-                        "a record of shape {item_shape:?} and dtype {} is larger than the {MAX_RECORD_BYTES}-byte record limit",
-                        self.dtype
-                    ))),
+                    _ => Err(SchemaError::RecordTooLarge {
+                        shape: item_shape.clone(),
+                        dtype: self.dtype,
+                        limit: MAX_RECORD_BYTES,
+                    }),
                 }
             }
             Layout::Ragged { ndim } => {
                 if *ndim == 0 || *ndim > MAX_NDIM {
-                    return Err(Error::Schema(format!(
-                        "ragged ndim must be between 1 and {MAX_NDIM}, got {ndim}"
-                    )));
+                    return Err(SchemaError::RaggedNdim { ndim: *ndim });
                 }
                 Ok(())
             }
@@ -179,16 +200,7 @@ impl StoreSchema {
         let s = &self.schema;
         let mut obj = Map::new();
         obj.insert("format".into(), json!("zring"));
-        match &s.layout {
-            Layout::Dense { item_shape } => {
-                obj.insert("layout".into(), json!("dense"));
-                obj.insert("item_shape".into(), json!(item_shape));
-            }
-            Layout::Ragged { ndim } => {
-                obj.insert("layout".into(), json!("ragged"));
-                obj.insert("ndim".into(), json!(ndim));
-            }
-        }
+        s.layout.insert_json(&mut obj);
         obj.insert("dtype".into(), json!(s.dtype.name()));
         obj.insert("codec".into(), json!(self.codec.name()));
         obj.insert("level".into(), json!(self.level));
@@ -198,64 +210,80 @@ impl StoreSchema {
         Value::Object(obj).to_string()
     }
 
-    /// Parses and validates the stored JSON; the error text says which field is wrong.
-    pub fn from_json(text: &[u8]) -> std::result::Result<Self, String> {
-        let v: Value = serde_json::from_slice(text).map_err(|e| format!("schema JSON: {e}"))?;
-        let obj = v.as_object().ok_or("schema is not a JSON object")?;
-        let field = |k: &str| obj.get(k).ok_or(format!("schema has no {k:?} field"));
-        let str_field = |k: &str| -> std::result::Result<String, String> {
+    /// Parses and validates the stored JSON; the error says which field is wrong.
+    pub fn from_json(text: &[u8]) -> std::result::Result<Self, SchemaJsonError> {
+        type R<T> = std::result::Result<T, SchemaJsonError>;
+        let v: Value =
+            serde_json::from_slice(text).map_err(|e| SchemaJsonError::Json(Arc::new(e)))?;
+        let obj = v.as_object().ok_or(SchemaJsonError::NotAnObject)?;
+        let field = |key: &'static str| obj.get(key).ok_or(SchemaJsonError::Missing { key });
+        let wrong = |key: &'static str, expected: &'static str| SchemaJsonError::WrongType {
+            key,
+            expected,
+        };
+        let str_field = |k: &'static str| -> R<String> {
             field(k)?
                 .as_str()
                 .map(str::to_string)
-                .ok_or(format!("schema field {k:?} is not a string"))
+                .ok_or(wrong(k, "a string"))
         };
-        let u64_field = |k: &str| -> std::result::Result<u64, String> {
-            field(k)?
-                .as_u64()
-                .ok_or(format!("schema field {k:?} is not a non-negative integer"))
+        let u64_field = |k: &'static str| -> R<u64> {
+            field(k)?.as_u64().ok_or(wrong(k, "a non-negative integer"))
         };
         if str_field("format")? != "zring" {
-            return Err("schema format is not \"zring\"".into());
+            return Err(SchemaJsonError::NotZring);
         }
-        let dtype = DType::from_str(&str_field("dtype")?).map_err(|e| e.to_string())?;
+        let name = str_field("dtype")?;
+        let dtype = DType::from_str(&name)
+            .map_err(|_| SchemaJsonError::Invalid(SchemaError::UnknownDType { name }))?;
         let layout = match str_field("layout")?.as_str() {
             "dense" => {
                 let dims = field("item_shape")?
                     .as_array()
-                    .ok_or("schema item_shape is not a list")?;
+                    .ok_or(wrong("item_shape", "a list"))?;
                 let item_shape = dims
                     .iter()
-                    .map(|d| d.as_u64().ok_or("schema item_shape has a non-integer"))
-                    .collect::<std::result::Result<Vec<u64>, _>>()?;
+                    .map(|d| {
+                        d.as_u64()
+                            .ok_or(wrong("item_shape", "a list of non-negative integers"))
+                    })
+                    .collect::<R<Vec<u64>>>()?;
                 Layout::Dense { item_shape }
             }
             "ragged" => Layout::Ragged {
-                ndim: usize::try_from(u64_field("ndim")?).map_err(|_| "ndim too large")?,
+                ndim: usize::try_from(u64_field("ndim")?)
+                    .map_err(|_| wrong("ndim", "a dimension count this machine can hold"))?,
             },
-            other => return Err(format!("unknown layout {other:?}")),
+            other => {
+                return Err(SchemaJsonError::UnknownLayout {
+                    layout: other.to_string(),
+                })
+            }
         };
-        let codec = Codec::from_str(&str_field("codec")?).map_err(|e| e.to_string())?;
+        let name = str_field("codec")?;
+        let codec = Codec::from_str(&name)
+            .map_err(|_| SchemaJsonError::Invalid(SchemaError::UnknownCodec { name }))?;
         let level = field("level")?
             .as_i64()
             .and_then(|l| i32::try_from(l).ok())
-            .ok_or("schema level is not an integer")?;
+            .ok_or(wrong("level", "a 32-bit integer"))?;
         let dict_id = match field("dict_id")? {
             Value::Null => None,
             v => Some(
                 v.as_u64()
                     .and_then(|d| u32::try_from(d).ok())
-                    .ok_or("schema dict_id is not a u32")?,
+                    .ok_or(wrong("dict_id", "a u32 or null"))?,
             ),
         };
         let record_count = u64_field("record_count")?;
         let mut metadata = BTreeMap::new();
         for (k, v) in field("metadata")?
             .as_object()
-            .ok_or("schema metadata is not an object")?
+            .ok_or(wrong("metadata", "an object"))?
         {
             let v = v
                 .as_str()
-                .ok_or(format!("metadata value of {k:?} is not a string"))?;
+                .ok_or_else(|| SchemaJsonError::MetadataValue { key: k.clone() })?;
             metadata.insert(k.clone(), v.to_string());
         }
         let schema = Schema {
@@ -263,7 +291,7 @@ impl StoreSchema {
             dtype,
             metadata,
         };
-        schema.validate().map_err(|e| e.to_string())?;
+        schema.check().map_err(SchemaJsonError::Invalid)?;
         Ok(Self {
             schema,
             codec,
@@ -305,8 +333,16 @@ mod tests {
             .is_err());
         let err =
             StoreSchema::from_json(br#"{"format":"zring","dtype":"uint8"}"#).expect_err("missing");
-        assert!(err.contains("layout"), "{err}");
-        assert!(StoreSchema::from_json(b"not json").is_err());
+        assert!(
+            matches!(err, SchemaJsonError::Missing { key: "layout" }),
+            "{err}"
+        );
+        let err = StoreSchema::from_json(b"not json").expect_err("not json");
+        assert!(matches!(err, SchemaJsonError::Json(_)), "{err}");
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "serde_json's error is kept"
+        );
     }
 
     #[test]

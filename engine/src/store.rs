@@ -1,182 +1,87 @@
-//! Opening a store: validate everything once, then serve reads without locks.
+//! Opening a store: validate everything once, then hand every read to the read path
+//! (`crate::read`), which serves them without locks.
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use zring_platform::uring::RingFile;
-use zring_platform::{file, Backend, Mapping};
+use zring_platform::file;
 
-use crate::error::{Error, Result};
-use crate::format::{self, BlockError, Entry, Footer, RecordCodec, Superblock, BLOCK, ENTRY_BYTES};
+use crate::error::{BlockKind, Error, Result, StoreProblem};
+use crate::format::{self, BlockError, Entry, Footer, Superblock, BLOCK};
+use crate::read::{
+    Backend, Coalesce, Opened, RaggedBatch, RaggedLayout, Read, ReadOptions, Reader, ReadsServed,
+    StoreStats,
+};
 use crate::schema::{Codec, Layout, Schema, StoreSchema};
-
-/// How a store is read.
-#[derive(Clone, Debug)]
-pub struct ReadOptions {
-    /// Which system interface moves record bytes (see [`Backend`]).
-    pub backend: Backend,
-    /// Check every record's checksum on every read (costs one XXH3 pass over the
-    /// stored bytes, ~30 GB/s). `verify()` always checks.
-    pub verify_checksums: bool,
-    /// Threads per gather, counting the caller: 0 means the caller plus every pool
-    /// worker (one per core); 1 means the caller alone.
-    pub threads: usize,
-    /// Reads each thread keeps in flight with the `uring` backend (1..=256).
-    pub queue_depth: usize,
-    /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
-    /// benchmarks). Needs a file system that supports it; not with `mmap`.
-    pub direct: bool,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        Self {
-            backend: Backend::Auto,
-            verify_checksums: false,
-            threads: 0,
-            queue_depth: 64,
-            direct: false,
-        }
-    }
-}
-
-impl ReadOptions {
-    /// Default options with `backend`.
-    pub fn with_backend(backend: Backend) -> Self {
-        Self {
-            backend,
-            ..Self::default()
-        }
-    }
-}
-
-/// Summary figures of a store, from its table.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    pub records: u64,
-    /// Uncompressed payload bytes.
-    pub logical_bytes: u64,
-    /// Payload bytes on disk (without alignment padding).
-    pub stored_bytes: u64,
-    /// Records kept raw (in a compressed store: those that did not shrink).
-    pub raw_records: u64,
-    pub file_bytes: u64,
-}
-
-pub(crate) struct Inner {
-    pub(crate) path: PathBuf,
-    /// The store's file (io_uring rings register it on first read).
-    pub(crate) file: RingFile,
-    /// A second handle opened with O_DIRECT, when direct reads were asked.
-    pub(crate) direct_file: Option<RingFile>,
-    pub(crate) queue_depth: usize,
-    pub(crate) map: Mapping,
-    pub(crate) footer: Footer,
-    pub(crate) stored: StoreSchema,
-    pub(crate) superblock: Superblock,
-    pub(crate) backend: Backend,
-    pub(crate) verify: bool,
-    pub(crate) threads: usize,
-    /// Distinguishes stores in per-thread decoder caches.
-    pub(crate) id: u64,
-    pub(crate) item_bytes: Option<u64>,
-}
 
 /// An open, immutable store. Cloning is cheap (shared); every method takes `&self`
 /// and any number of threads may read at once.
 #[derive(Clone)]
 pub struct Store {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<Reader>,
+}
+
+/// The reads a batch needs, planned from the table without doing them (see
+/// [`Store::plan`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadPlan {
+    /// The validated table entry of each index, in batch order.
+    pub entries: Vec<Entry>,
+    /// The reads, in batch order; each names the batch positions it holds.
+    pub reads: Vec<Read>,
 }
 
 impl Store {
     /// Opens and validates the store at `path`: superblock, footer, section bounds and
     /// checksums, and the schema. Record entries are checked when they are used.
+    ///
+    /// A path that is an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL
+    /// opens the object there (with the `remote` feature; see docs/remote.md).
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Self> {
+        if let Some(url) = crate::remote::url_of(path.as_ref()) {
+            return Self::open_url(url, &opts);
+        }
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
-        let len = file
+        // Not File::open: a FIFO would block it forever.
+        let file =
+            file::open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
+        let meta = file
             .metadata()
-            .map_err(|e| Error::io(&path, "reading the store's size", e))?
-            .len();
+            .map_err(|e| Error::io(&path, "reading the store's size", e))?;
+        let len = meta.len();
         if len < 2 * BLOCK as u64 {
             return Err(Error::corrupt(
                 &path,
-                format!("the file is {len} bytes, too small for a superblock and a footer"),
+                StoreProblem::TooSmall { len, object: false },
             ));
         }
-        let map = Mapping::new(&file).map_err(|e| Error::io(&path, "mapping the store", e))?;
-        let bytes = map.bytes();
-        // Checked again on the mapping itself: the file may have shrunk in between.
-        if bytes.len() < 2 * BLOCK {
-            return Err(Error::corrupt(
-                &path,
-                format!(
-                    "the file is {} bytes, too small for a superblock and a footer",
-                    bytes.len()
-                ),
-            ));
-        }
-        let block_err = |e: BlockError, which: &str| match e {
-            BlockError::Magic => Error::corrupt(&path, format!("bad {which} magic")),
-            BlockError::Checksum => Error::corrupt(&path, format!("{which} checksum mismatch")),
-            BlockError::Version { major, minor } => Error::UnsupportedVersion {
-                path: path.clone(),
-                found_major: major,
-                found_minor: minor,
-            },
-            BlockError::Field(d) => Error::corrupt(&path, format!("{which}: {d}")),
-        };
-        let superblock =
-            Superblock::decode(&bytes[..BLOCK]).map_err(|e| block_err(e, "superblock"))?;
-        let footer_at = bytes.len() - BLOCK;
-        let footer = Footer::decode(&bytes[footer_at..]).map_err(|e| block_err(e, "footer"))?;
-        // The metadata is read front to back right now (checksums), and the table on
-        // every record lookup: read it ahead. The data region is read at random.
-        // (The footer is not validated yet: clamp, never trust.)
-        let meta_start = footer
-            .data
-            .offset
-            .saturating_add(footer.data.len)
-            .clamp(BLOCK as u64, bytes.len() as u64) as usize;
-        map.advise_sequential(meta_start..bytes.len());
-        map.advise_random(BLOCK..meta_start);
-        let stored = check_layout(&path, bytes, &superblock, &footer)?;
-        let backend = resolve_backend(&path, &opts, &map, &footer)?;
-        if backend != Backend::Mmap {
-            file::advise_random(&file);
-        }
-        let direct_file = match opts.direct {
-            true => Some(RingFile::new(
-                file::open_direct(&path)
-                    .map_err(|e| Error::io(&path, "opening with O_DIRECT", e))?,
-            )),
-            false => None,
-        };
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let item_bytes = stored.schema.item_bytes();
+        let (superblock, footer) = read_blocks(&path, &file, len)?;
+        format::check_footer(&footer, &superblock, len).map_err(|p| Error::corrupt(&path, p))?;
+        let opened = Opened::load(&path, file, &opts, &footer)?;
+        let stored = check_schema(&path, &opened.schema_json, &footer)?;
+        let reader = Reader::new(path, opened, footer, superblock, stored, &opts);
         Ok(Self {
-            inner: Arc::new(Inner {
-                path,
-                file: RingFile::new(file),
-                direct_file,
-                queue_depth: opts.queue_depth.clamp(1, zring_platform::uring::MAX_DEPTH),
-                map,
-                footer,
-                stored,
-                superblock,
-                backend,
-                verify: opts.verify_checksums,
-                threads: opts.threads,
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-                item_bytes,
-            }),
+            inner: Arc::new(reader),
         })
     }
 
-    /// The store's path as opened.
+    #[cfg(feature = "remote")]
+    fn open_url(url: &str, opts: &ReadOptions) -> Result<Self> {
+        crate::remote::open_store(url, opts)
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn open_url(url: &str, _: &ReadOptions) -> Result<Self> {
+        Err(Error::InvalidArgument(
+            crate::error::ArgumentError::RemoteNotBuilt {
+                url: url.to_string(),
+            },
+        ))
+    }
+
+    /// The store's path as opened (its URL for a remote store).
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -211,6 +116,13 @@ impl Store {
         self.inner.backend
     }
 
+    /// The most record reads one gather keeps in flight (threads per gather x each
+    /// thread's io_uring queue depth; 1 per thread without io_uring): what a reader
+    /// sizing its look-ahead against a device's queue needs.
+    pub fn reads_in_flight(&self) -> usize {
+        self.inner.reads_in_flight()
+    }
+
     /// Record alignment in the data region.
     pub fn align(&self) -> u32 {
         self.inner.footer.align
@@ -228,7 +140,7 @@ impl Store {
 
     /// The zstd dictionary (empty unless the codec is zstd-dict).
     pub fn dictionary(&self) -> &[u8] {
-        self.inner.section(self.inner.footer.dict)
+        &self.inner.dict
     }
 
     /// Bytes per dense record (`None` for ragged stores).
@@ -243,18 +155,7 @@ impl Store {
 
     /// Counts logical and stored bytes over the whole table.
     pub fn stats(&self) -> Result<StoreStats> {
-        let mut s = StoreStats {
-            records: self.len(),
-            file_bytes: self.file_bytes(),
-            ..StoreStats::default()
-        };
-        for i in 0..self.len() {
-            let e = self.inner.entry(i)?;
-            s.logical_bytes += u64::from(e.logical_len);
-            s.stored_bytes += u64::from(e.stored_len);
-            s.raw_records += u64::from(e.codec == RecordCodec::Raw);
-        }
-        Ok(s)
+        self.inner.stats()
     }
 
     /// The validated table entry of record `index`.
@@ -265,28 +166,112 @@ impl Store {
 
     /// The shape of record `index` (the item shape for dense stores).
     pub fn shape(&self, index: u64) -> Result<Vec<u64>> {
-        self.inner.check_index(index)?;
-        match &self.schema().layout {
-            Layout::Dense { item_shape } => Ok(item_shape.clone()),
-            Layout::Ragged { .. } => Ok(self
-                .inner
-                .ragged_shape(index)?
-                .chunks_exact(4)
-                .map(|d| u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])))
-                .collect()),
-        }
+        self.inner.shape(index)
     }
 
     /// The bytes of record `index`.
     pub fn get(&self, index: u64) -> Result<Vec<u8>> {
-        self.inner.check_index(index)?;
-        let e = self.inner.entry(index)?;
-        if self.schema().is_ragged() {
-            self.inner.ragged_shape(index)?;
-        }
-        let mut out = vec![0u8; e.logical_len as usize];
-        crate::read::with_ctx(|ctx| self.inner.read_record(index, &e, &mut out, ctx))?;
+        self.inner.get(index)
+    }
+
+    /// Fills `dest` with the dense records `indices` in order (duplicates allowed):
+    /// record `indices[k]` lands at `dest[k * item_bytes ..]`. `dest` must be exactly
+    /// `indices.len() * item_bytes` bytes.
+    pub fn gather(&self, indices: &[u64], dest: &mut [u8]) -> Result<()> {
+        self.inner.gather(indices, dest)
+    }
+
+    /// Gathers dense records into a new vector.
+    pub fn gather_vec(&self, indices: &[u64]) -> Result<Vec<u8>> {
+        let width = self.item_bytes().unwrap_or(0) as usize;
+        let mut out = vec![0u8; indices.len().saturating_mul(width)];
+        self.gather(indices, &mut out)?;
         Ok(out)
+    }
+
+    /// The output layout of a ragged gather of `indices`, from the table alone.
+    pub fn ragged_layout(&self, indices: &[u64]) -> Result<RaggedLayout> {
+        let mut layout = RaggedLayout::default();
+        self.ragged_layout_into(indices, &mut layout)?;
+        Ok(layout)
+    }
+
+    /// [`Store::ragged_layout`] into an existing layout, reusing its vectors'
+    /// capacity (a loader that recycles layouts allocates nothing per batch).
+    pub fn ragged_layout_into(&self, indices: &[u64], layout: &mut RaggedLayout) -> Result<()> {
+        self.inner.ragged_layout_into(indices, layout)
+    }
+
+    /// Fills `values` (exactly `layout.values_bytes`) with the ragged records
+    /// `indices`, whose layout was computed by [`Store::ragged_layout`].
+    pub fn gather_ragged_into(
+        &self,
+        indices: &[u64],
+        layout: &RaggedLayout,
+        values: &mut [u8],
+    ) -> Result<()> {
+        self.inner.gather_ragged_into(indices, layout, values)
+    }
+
+    /// Gathers ragged records into a new batch (values in an aligned buffer).
+    pub fn gather_ragged(&self, indices: &[u64]) -> Result<RaggedBatch> {
+        self.inner.gather_ragged(indices)
+    }
+
+    /// Checks records `range`: every table entry, every checksum, and that every
+    /// compressed record decodes to its logical length. Returns the first bad record's
+    /// error (the lowest index).
+    pub fn verify_range(&self, range: Range<u64>) -> Result<()> {
+        self.inner.verify_range(range)
+    }
+
+    /// Checks every record (see [`Store::verify_range`]).
+    pub fn verify(&self) -> Result<()> {
+        self.verify_range(0..self.len())
+    }
+
+    /// How many records each backend has served since the store was opened (by `get`
+    /// and the gathers; `verify` is not counted). A `uring` store whose thread could
+    /// not have a ring reads with pread, and this says so.
+    pub fn reads_served(&self) -> ReadsServed {
+        self.inner.reads_served()
+    }
+
+    /// Whether records are read with O_DIRECT: asked in [`ReadOptions::direct`], or
+    /// chosen by `Auto` for a cold or larger-than-memory store.
+    pub fn is_direct(&self) -> bool {
+        self.inner.is_direct()
+    }
+
+    /// Whether the store was opened from a URL (object storage).
+    pub fn is_remote(&self) -> bool {
+        self.inner.is_remote()
+    }
+
+    /// What this store's remote reads have cost so far (requests, bytes, cache hits);
+    /// `None` for a local store.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::remote::RemoteStats> {
+        self.inner.remote().map(|r| r.stats())
+    }
+
+    /// The remote object's version as opened: `(size, ETag, last-modified)`;
+    /// `None` for a local store.
+    #[cfg(feature = "remote")]
+    pub fn remote_version(&self) -> Option<(u64, Option<String>, String)> {
+        self.inner.remote().map(|r| {
+            let v = &r.version;
+            (v.size, v.e_tag.clone(), v.last_modified.clone())
+        })
+    }
+
+    /// Plans the reads of a batch of `indices` under `rule` without doing them: the
+    /// byte ranges of the file the batch needs, neighbours merged. For readers that
+    /// fetch bytes themselves (look-ahead, remote object stores); the store's own
+    /// reads use the same planner.
+    pub fn plan(&self, indices: &[u64], rule: Coalesce) -> Result<ReadPlan> {
+        let (entries, reads) = self.inner.plan(indices, rule)?;
+        Ok(ReadPlan { entries, reads })
     }
 }
 
@@ -302,236 +287,91 @@ impl std::fmt::Debug for Store {
     }
 }
 
-impl Inner {
-    pub(crate) fn section(&self, s: format::Section) -> &[u8] {
-        // Bounds were checked at open.
-        &self.map.bytes()[s.offset as usize..(s.offset + s.len) as usize]
-    }
-
-    pub(crate) fn check_index(&self, index: u64) -> Result<()> {
-        if index >= self.footer.record_count {
-            return Err(Error::IndexOutOfRange {
-                path: self.path.clone(),
-                index,
-                len: self.footer.record_count,
-            });
-        }
-        Ok(())
-    }
-
-    /// Decodes and bounds-checks the entry of an in-range record.
-    /// Where record `index`'s table entry lies in the file (unchecked).
-    pub(crate) fn entry_bytes(&self, index: u64) -> std::ops::Range<usize> {
-        let at = self.footer.table.offset as usize + index as usize * ENTRY_BYTES;
-        at..at + ENTRY_BYTES
-    }
-
-    /// Where record `index`'s shape (ndim little-endian u32) lies in the file
-    /// (unchecked).
-    pub(crate) fn shape_bytes(&self, index: u64) -> std::ops::Range<usize> {
-        let ndim = self.stored.schema.ndim();
-        let at = self.footer.shapes.offset as usize + index as usize * ndim * 4;
-        at..at + ndim * 4
-    }
-
-    pub(crate) fn entry(&self, index: u64) -> Result<Entry> {
-        let raw = self
-            .map
-            .bytes()
-            .get(self.entry_bytes(index))
-            .ok_or_else(|| Error::record(&self.path, index, "table entry outside the file"))?;
-        let e = Entry::decode(raw).map_err(|d| Error::record(&self.path, index, d))?;
-        let data = self.footer.data;
-        let end = e.offset.checked_add(u64::from(e.stored_len));
-        if e.offset < data.offset || end.is_none_or(|end| end > data.offset + data.len) {
-            return Err(Error::record(
-                &self.path,
-                index,
-                format!(
-                    "stored bytes {}..+{} lie outside the data region {}..{}",
-                    e.offset,
-                    e.stored_len,
-                    data.offset,
-                    data.offset + data.len
-                ),
-            ));
-        }
-        if e.codec == RecordCodec::ZstdDict && self.footer.dict.len == 0 {
-            return Err(Error::record(
-                &self.path,
-                index,
-                "compressed with a dictionary but the store has none",
-            ));
-        }
-        if let Some(w) = self.item_bytes {
-            if u64::from(e.logical_len) != w {
-                return Err(Error::record(
-                    &self.path,
-                    index,
-                    format!(
-                        "logical length {} differs from the record size {w}",
-                        e.logical_len
-                    ),
-                ));
-            }
-        }
-        Ok(e)
-    }
-
-    /// The dims of a ragged record, checked against its entry's logical length.
-    pub(crate) fn ragged_shape(&self, index: u64) -> Result<&[u8]> {
-        self.ragged_shape_entry(index).map(|(dims, _)| dims)
-    }
-
-    /// The dims of a ragged record and its validated entry (decoded once).
-    pub(crate) fn ragged_shape_entry(&self, index: u64) -> Result<(&[u8], Entry)> {
-        let dims = self
-            .map
-            .bytes()
-            .get(self.shape_bytes(index))
-            .ok_or_else(|| Error::record(&self.path, index, "shape outside the file"))?;
-        let e = self.entry(index)?;
-        let elems = dims
-            .chunks_exact(4)
-            .map(|d| u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])))
-            .try_fold(1u64, u64::checked_mul);
-        let bytes = elems.and_then(|n| n.checked_mul(self.stored.schema.dtype.itemsize() as u64));
-        if bytes != Some(u64::from(e.logical_len)) {
-            return Err(Error::record(
-                &self.path,
-                index,
-                format!(
-                    "shape implies {} bytes but the table says {}",
-                    bytes.map_or("too many".to_string(), |b| b.to_string()),
-                    e.logical_len
-                ),
-            ));
-        }
-        Ok((dims, e))
-    }
-}
-
-/// How many pages of the data region `Auto` samples for page-cache residency.
-const RESIDENCY_SAMPLES: u64 = 32;
-
-/// Resolves `Auto` and checks the combination asked for. `Auto` takes `Mmap` when
-/// at least 3/4 of sampled data pages are resident (warm data: no syscall per record
-/// wins) and `Uring` otherwise or with O_DIRECT; `Uring` degrades to `Pread` where
-/// io_uring is unavailable (the platform prints why, once).
-fn resolve_backend(path: &Path, opts: &ReadOptions, map: &Mapping, f: &Footer) -> Result<Backend> {
-    let wanted = match opts.backend {
-        Backend::Mmap if opts.direct => {
-            return Err(Error::arg(format!(
-                "{}: O_DIRECT reads need the pread or uring backend, not mmap",
-                path.display()
-            )))
-        }
-        Backend::Auto if opts.direct => Backend::Uring,
-        Backend::Auto => {
-            let resident = (0..RESIDENCY_SAMPLES)
-                .filter(|k| {
-                    let at = f.data.offset + f.data.len * k / RESIDENCY_SAMPLES;
-                    map.is_resident(at as usize).unwrap_or(true)
-                })
-                .count() as u64;
-            if f.data.len == 0 || resident * 4 >= RESIDENCY_SAMPLES * 3 {
-                Backend::Mmap
-            } else {
-                Backend::Uring
-            }
-        }
-        b => b,
+/// Reads and decodes the superblock and footer of a file of `len` bytes.
+fn read_blocks(path: &PathBuf, file: &File, len: u64) -> Result<(Superblock, Footer)> {
+    let read = |block: &mut [u8], at: u64| -> Result<()> {
+        file::read_exact_at(file, block, at).map_err(|e| match file.metadata().map(|m| m.len()) {
+            Ok(now) if now != len => Error::FileChanged {
+                path: path.clone(),
+                len: now,
+                expected: len,
+            },
+            _ => Error::io(path, "reading the store's header", e),
+        })
     };
-    if wanted == Backend::Uring && !zring_platform::uring::available() {
-        return Ok(Backend::Pread);
-    }
-    Ok(wanted)
+    let mut head = vec![0u8; BLOCK];
+    read(&mut head, 0)?;
+    let superblock = decode_superblock(path, &head)?;
+    let mut tail = vec![0u8; BLOCK];
+    read(&mut tail, len - BLOCK as u64)?;
+    Ok((superblock, decode_footer(path, &tail)?))
 }
 
-/// Checks footer fields against the file and the superblock, the section checksums
-/// and the schema; returns the parsed schema.
-fn check_layout(path: &Path, bytes: &[u8], sb: &Superblock, f: &Footer) -> Result<StoreSchema> {
-    let len = bytes.len() as u64;
-    let bad = |d: String| Error::corrupt(path, d);
-    if f.file_len != len {
-        return Err(bad(format!(
-            "the footer says the file is {} bytes but it is {len} (truncated or appended to)",
-            f.file_len
-        )));
-    }
-    if f.align != sb.align {
-        return Err(bad(format!(
-            "footer alignment {} differs from superblock alignment {}",
-            f.align, sb.align
-        )));
-    }
-    if f.data.offset != BLOCK as u64 {
-        return Err(bad(format!(
-            "data region starts at {}, expected {BLOCK}",
-            f.data.offset
-        )));
-    }
-    let names = ["data", "dictionary", "shapes", "table", "schema"];
-    let mut prev_end = BLOCK as u64;
-    for (s, name) in f.sections().iter().zip(names) {
-        let end = s.end().filter(|&e| e <= len - BLOCK as u64);
-        match end {
-            Some(end) if s.offset >= prev_end => prev_end = end,
-            _ => {
-                return Err(bad(format!(
-                    "{name} section {}..+{} is out of place (file is {len} bytes)",
-                    s.offset, s.len
-                )))
+fn block_err(path: &Path, e: BlockError, block: BlockKind) -> Error {
+    let problem = match e {
+        BlockError::Magic => StoreProblem::BadMagic { block },
+        BlockError::Checksum => StoreProblem::BlockChecksum { block },
+        BlockError::Version { major, minor } => {
+            return Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                found_major: major,
+                found_minor: minor,
             }
         }
-    }
-    for (s, name) in f.sections().iter().zip(names).skip(1) {
-        let body = &bytes[s.offset as usize..(s.offset + s.len) as usize];
-        if format::checksum(body) != s.checksum {
-            return Err(bad(format!("{name} section checksum mismatch")));
-        }
-    }
-    let stored = StoreSchema::from_json(
-        &bytes[f.schema.offset as usize..(f.schema.offset + f.schema.len) as usize],
-    )
-    .map_err(bad)?;
+        BlockError::NoSuchMajor { major } => StoreProblem::NoSuchMajor { block, major },
+        BlockError::Alignment { align } => StoreProblem::Alignment { align },
+        BlockError::EntrySize { size } => StoreProblem::EntrySize { size },
+    };
+    Error::corrupt(path, problem)
+}
+
+/// Decodes a store's first block (also for remote stores).
+pub(crate) fn decode_superblock(path: &Path, block: &[u8]) -> Result<Superblock> {
+    Superblock::decode(block).map_err(|e| block_err(path, e, BlockKind::Superblock))
+}
+
+/// Decodes a store's last block (also for remote stores).
+pub(crate) fn decode_footer(path: &Path, block: &[u8]) -> Result<Footer> {
+    Footer::decode(block).map_err(|e| block_err(path, e, BlockKind::Footer))
+}
+
+/// Parses the schema section and checks what the footer's sections must be for it.
+pub(crate) fn check_schema(path: &Path, json: &[u8], f: &Footer) -> Result<StoreSchema> {
+    let bad = |problem: StoreProblem| Error::corrupt(path, problem);
+    let stored = StoreSchema::from_json(json).map_err(|e| bad(StoreProblem::Schema(e)))?;
     if stored.record_count != f.record_count {
-        return Err(bad(format!(
-            "schema counts {} records but the footer {}",
-            stored.record_count, f.record_count
-        )));
+        return Err(bad(StoreProblem::RecordCount {
+            schema: stored.record_count,
+            footer: f.record_count,
+        }));
     }
-    let table_len = f.record_count.checked_mul(ENTRY_BYTES as u64);
-    if table_len != Some(f.table.len) {
-        return Err(bad(format!(
-            "table is {} bytes, expected {} records x {ENTRY_BYTES}",
-            f.table.len, f.record_count
-        )));
+    if format::table_len(f.record_count) != Some(f.table.len) {
+        return Err(bad(StoreProblem::TableLen {
+            len: f.table.len,
+            records: f.record_count,
+        }));
     }
-    let shapes_len = match stored.schema.layout {
-        Layout::Dense { .. } => Some(0),
-        Layout::Ragged { ndim } => f.record_count.checked_mul(ndim as u64 * 4),
+    let ndim = match stored.schema.layout {
+        Layout::Dense { .. } => 0,
+        Layout::Ragged { ndim } => ndim,
     };
+    let shapes_len = format::shapes_len(f.record_count, ndim);
     if shapes_len != Some(f.shapes.len) {
-        return Err(bad(format!(
-            "shapes section is {} bytes, expected {}",
-            f.shapes.len,
-            shapes_len.unwrap_or(u64::MAX)
-        )));
+        return Err(bad(StoreProblem::ShapesLen {
+            len: f.shapes.len,
+            expected: shapes_len,
+        }));
     }
     if (stored.codec == Codec::ZstdDict) != (f.dict.len > 0) {
-        return Err(bad(format!(
-            "codec {} with a {}-byte dictionary",
-            stored.codec, f.dict.len
-        )));
-    }
-    if f.table.offset % 8 != 0 || f.shapes.offset % 4 != 0 {
-        return Err(bad("table or shapes section is misaligned".into()));
+        return Err(bad(StoreProblem::Dictionary {
+            codec: stored.codec,
+            dict_len: f.dict.len,
+        }));
     }
     // The writer refuses zero-byte dense records; a schema claiming them is hostile
     // (and a zero record width would break the gather's slot arithmetic).
     if stored.schema.item_bytes() == Some(0) {
-        return Err(bad("the schema declares dense records of zero bytes".into()));
+        return Err(bad(StoreProblem::ZeroSizeRecords));
     }
     Ok(stored)
 }

@@ -136,14 +136,17 @@ fn direct_reads_are_byte_exact_under_concurrency() {
                 direct: true,
                 ..ReadOptions::default()
             };
-            let store = match Store::open(&fx.path, opts) {
-                Ok(s) => s,
-                Err(e) => {
-                    println!("skipping O_DIRECT on this file system: {e}");
-                    return;
-                }
+            let Some(store) = common::open_direct_or_skip(&fx.path, opts) else {
+                return;
             };
             hammer(&store, fx, 4, 7);
+            let s = store.reads_served();
+            let served_by_asked = match backend {
+                Backend::Uring if common::uring_here() => s.uring,
+                _ => s.pread,
+            };
+            assert!(served_by_asked > 0, "{backend}: {s:?}");
+            assert_eq!(s.mmap, 0, "{backend}: {s:?}");
         }
     }
 }

@@ -314,8 +314,4 @@ fn sigkilled_writers_leave_each_store_absent_or_complete() {
     let outcomes = tally.by_published.iter().filter(|&&c| c > 0).count();
     assert!(outcomes >= 3, "{tally:?}");
     assert!(tally.with_temps > 0, "no kill left a store being written");
-    assert!(
-        took < Duration::from_secs(60),
-        "crash test too slow: {took:?}"
-    );
 }

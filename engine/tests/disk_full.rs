@@ -90,7 +90,9 @@ fn append_until_failure(w: &mut Writer, batch: &[u8], errno: i32, name: &str) {
     let before = w.len();
     match w.append_dense(&batch[..4096]) {
         Err(Error::WriterPoisoned { first_error, path }) => {
-            assert_eq!(first_error, err.to_string());
+            let first = first_error.expect("the first error is kept");
+            assert_eq!(first.to_string(), err.to_string());
+            expect_io(&first, errno, name);
             assert!(path.ends_with(name), "{path:?}");
         }
         other => panic!("expected WriterPoisoned, got {other:?}"),

@@ -211,7 +211,8 @@ fn hostile_footer(fx: &Fixture, name: &str, want: &str, edit: impl FnOnce(&mut F
     for backend in Backend::CONCRETE {
         let err = open_with(&path, backend, false).expect_err(name);
         match &err {
-            Error::Corrupt { detail, .. } => {
+            Error::Corrupt { problem, .. } => {
+                let detail = problem.to_string();
                 assert!(detail.contains(want), "{name}: {detail:?} lacks {want:?}")
             }
             other => panic!("{name}: expected Corrupt, got {other:?}"),
@@ -369,7 +370,8 @@ fn garbage_or_lying_schema_json_is_refused_naming_the_field() {
         put(&path, &replace_schema(&fx.bytes, &json));
         let text = String::from_utf8_lossy(&json).into_owned();
         match open(&path) {
-            Err(Error::Corrupt { detail, .. }) => {
+            Err(Error::Corrupt { problem, .. }) => {
+                let detail = problem.to_string();
                 assert!(detail.contains(want), "{text}: {detail:?} lacks {want:?}")
             }
             Err(e) => panic!("{text}: expected Corrupt, got {e:?}"),

@@ -5,20 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
+mod common;
 
-/// Deterministic, mildly compressible bytes.
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((i / 5) as u8).wrapping_add((x & 7) as u8)
-        })
-        .collect()
-}
+use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
+use zring_testkit::ramp as data;
 
 fn dense_store(
     dir: &Path,
@@ -76,9 +66,8 @@ fn read_variants(path: &Path) -> Vec<ReadOptions> {
             direct: true,
             ..ReadOptions::with_backend(backend)
         };
-        match Store::open(path, opts.clone()) {
-            Ok(_) => out.push(opts),
-            Err(e) => eprintln!("O_DIRECT unavailable here, skipping direct {backend}: {e}"),
+        if common::open_direct_or_skip(path, opts.clone()).is_some() {
+            out.push(opts);
         }
     }
     out
@@ -98,7 +87,17 @@ fn every_backend_and_direct_read_identical_bytes() {
                     let store = Store::open(&path, opts.clone()).unwrap();
                     let got = store.gather_vec(&idx).unwrap();
                     assert!(got == want, "{name} differs with {opts:?}");
+                    assert_eq!(store.is_direct(), opts.direct);
+                    common::assert_served_by(&store, opts.backend, idx.len() as u64);
+                    let before = store.reads_served();
                     assert_eq!(store.get(7).unwrap(), &bytes[7 * width..8 * width]);
+                    // get reads its one record on the caller: from the mapping, or
+                    // with pread (uring stores included: one read needs no ring).
+                    let after = store.reads_served();
+                    match opts.backend {
+                        Backend::Mmap => assert_eq!(after.mmap, before.mmap + 1),
+                        _ => assert_eq!(after.pread, before.pread + 1),
+                    }
                 }
             }
         }
@@ -136,10 +135,9 @@ fn ragged_stores_read_identically_through_every_backend() {
             );
         }
         for opts in read_variants(&path) {
-            let got = Store::open(&path, opts.clone())
-                .unwrap()
-                .gather_ragged(&idx)
-                .unwrap();
+            let store = Store::open(&path, opts.clone()).unwrap();
+            let got = store.gather_ragged(&idx).unwrap();
+            common::assert_served_by(&store, opts.backend, idx.len() as u64);
             assert!(
                 got.values[..] == reference.values[..],
                 "{codec} differs with {opts:?}"
@@ -266,6 +264,41 @@ fn auto_picks_mmap_for_a_store_in_the_page_cache() {
     }
 }
 
+#[test]
+#[cfg(target_os = "linux")]
+fn auto_picks_io_uring_for_a_store_out_of_the_page_cache() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    // 64 MiB: opening a store reads its superblock and footer through the mapping, and
+    // the kernel reads around those faults (8 MiB on this machine's disk), so a store
+    // much smaller than that is found warm by the very open that samples it.
+    let n = 16_384;
+    let (path, bytes) = dense_store(dir.path(), "cold.zr", 4096, n, Codec::Raw, 4096);
+    // The writer fsynced the file, so its pages are clean and can be dropped.
+    let f = std::fs::File::open(&path).unwrap();
+    // SAFETY: posix_fadvise only reads its integer arguments; the fd is open.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "posix_fadvise");
+    let store = Store::open(&path, ReadOptions::default()).unwrap();
+    let want = if common::uring_here() {
+        Backend::Uring
+    } else {
+        Backend::Pread
+    };
+    assert_eq!(store.backend(), want, "auto on a cold store");
+    let idx = indices(n, 300, 3);
+    assert!(store.gather_vec(&idx).unwrap() == expected(&bytes, 4096, &idx));
+    common::assert_served_by(&store, want, idx.len() as u64);
+    // Read once, the same store is warm: auto now maps it.
+    std::hint::black_box(std::fs::read(&path).unwrap());
+    assert_eq!(
+        Store::open(&path, ReadOptions::default())
+            .unwrap()
+            .backend(),
+        Backend::Mmap
+    );
+}
+
 // ---- forced fallback: io_uring blocked by seccomp in a child process ----
 
 const CHILD_ENV: &str = "ZRING_FALLBACK_CHILD_STORE";
@@ -374,6 +407,15 @@ fn run_child_test(
     )
 }
 
+/// Runs the ignored test `child` in a child process and insists it passed.
+fn child_passes(child: &str, store_var: &str, path: &Path) {
+    let (ok, stdout, stderr) = run_child_test(child, store_var, path, None);
+    assert!(
+        ok && stdout.contains("CHILD-OK"),
+        "child failed:\n{stdout}\n{stderr}"
+    );
+}
+
 #[test]
 fn uring_blocked_by_seccomp_falls_back_to_pread_with_identical_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -406,6 +448,146 @@ fn uring_disabled_by_environment_falls_back_with_one_notice() {
     assert!(stderr.contains("disabled by ZRING_URING=0"), "{stderr}");
 }
 
+// ---- a thread that cannot make its own ring reads with pread ----
+
+const RING_FAIL_ENV: &str = "ZRING_RING_FAIL_CHILD_STORE";
+
+/// Runs only when re-invoked by the parent test: the caller makes its ring, then the
+/// process runs out of file descriptors, so every pool worker's io_uring_setup fails.
+#[test]
+#[ignore = "child process of a_thread_without_a_ring_of_its_own_reads_with_pread"]
+fn ring_fail_child() {
+    let Ok(path) = std::env::var(RING_FAIL_ENV) else {
+        return;
+    };
+    let opts = ReadOptions {
+        threads: 4,
+        ..ReadOptions::with_backend(Backend::Uring)
+    };
+    let store = Store::open(&path, opts).unwrap();
+    let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
+    let idx = indices(mmap.len() as usize, 4000, 13);
+    let want = mmap.gather_vec(&idx).unwrap();
+    assert!(
+        zring_platform::uring::thread_ring_ready(),
+        "the caller's ring"
+    );
+    #[cfg(target_os = "linux")]
+    exhaust_file_descriptors();
+    let got = store.gather_vec(&idx).unwrap();
+    assert!(got == want, "wrong bytes");
+    let s = store.reads_served();
+    println!("served {s:?}");
+    assert!(
+        s.uring > 0,
+        "the caller read nothing through its ring: {s:?}"
+    );
+    assert!(s.pread > 0, "no worker fell back to pread: {s:?}");
+    println!("CHILD-OK");
+}
+
+/// Lowers RLIMIT_NOFILE to the highest open descriptor and fills every gap below it,
+/// so that no new file descriptor (and so no new io_uring) can be made.
+#[cfg(target_os = "linux")]
+fn exhaust_file_descriptors() {
+    let max_fd = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .max()
+        .unwrap();
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write a valid rlimit; dup only
+    // duplicates stdin's descriptor.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = max_fd + 1;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+        while libc::dup(0) >= 0 {}
+    }
+}
+
+#[test]
+fn a_thread_without_a_ring_of_its_own_reads_with_pread() {
+    if !common::uring_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "ringfail.zr", 4096, 2000, Codec::Zstd, 8);
+    child_passes("ring_fail_child", RING_FAIL_ENV, &path);
+}
+
+// ---- io_uring_enter interrupted by signals ----
+
+const EINTR_ENV: &str = "ZRING_EINTR_CHILD_STORE";
+
+#[cfg(target_os = "linux")]
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Runs only when re-invoked by the parent test: O_DIRECT gathers through io_uring on
+/// one thread while another thread keeps signalling it, so its waits in
+/// io_uring_enter return EINTR again and again; every gather must still be exact.
+#[test]
+#[ignore = "child process of signals_interrupting_ring_waits_are_retried"]
+fn eintr_child() {
+    let Ok(path) = std::env::var(EINTR_ENV) else {
+        return;
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let opts = ReadOptions {
+            threads: 1,
+            direct: true,
+            ..ReadOptions::with_backend(Backend::Uring)
+        };
+        let store = Store::open(&path, opts).unwrap();
+        let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
+        // SAFETY: installs a handler that does nothing (async-signal-safe), without
+        // SA_RESTART so that interrupted system calls return EINTR.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = ignore_signal as *const () as usize;
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() } as u64;
+        let stop = AtomicBool::new(false);
+        let sent = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    // SAFETY: signals a thread of this process that outlives the scope.
+                    unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR1) };
+                    sent.fetch_add(1, Ordering::Relaxed);
+                    std::thread::yield_now();
+                }
+            });
+            for round in 0..40 {
+                let idx = indices(mmap.len() as usize, 256, round);
+                let got = store.gather_vec(&idx).unwrap();
+                assert!(got == mmap.gather_vec(&idx).unwrap(), "round {round}");
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(store.reads_served().uring, 40 * 256);
+        println!("signals sent: {}", sent.load(Ordering::Relaxed));
+    }
+    println!("CHILD-OK");
+}
+
+#[test]
+fn signals_interrupting_ring_waits_are_retried() {
+    if !common::uring_here() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = dense_store(dir.path(), "eintr.zr", 4096, 4000, Codec::Raw, 4096);
+    child_passes("eintr_child", EINTR_ENV, &path);
+}
+
 // ---- registered files and buffers, and their fallback ----
 
 /// A compressed gather through io_uring on the caller alone: its reads land in the
@@ -428,7 +610,7 @@ fn uring_caller_gather(path: &Path, direct: bool) -> (Vec<u8>, Vec<u8>) {
 
 #[test]
 fn uring_gathers_register_the_store_and_the_scratch_slab() {
-    if !zring_platform::uring::available() {
+    if !common::uring_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -521,7 +703,7 @@ fn memlock_child() {
 
 #[test]
 fn buffer_registration_refused_falls_back_with_one_notice() {
-    if !zring_platform::uring::available() {
+    if !common::uring_here() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

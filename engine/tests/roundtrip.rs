@@ -1,19 +1,7 @@
 //! Round trips through Writer and Store for every dtype, layout, codec and backend.
 
 use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
-
-fn pseudo_bytes(n: usize, seed: u64) -> Vec<u8> {
-    // Compressible but not constant: a slow ramp with some noise.
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|i| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((i / 7) as u8).wrapping_add((x & 3) as u8)
-        })
-        .collect()
-}
+use zring_testkit::ramp as pseudo_bytes;
 
 fn dict_for(records: &[&[u8]]) -> Vec<u8> {
     zring_engine::train_dict(records, 4096).expect("train")
@@ -110,6 +98,106 @@ fn ragged_round_trip_every_codec_and_backend() {
                         &batch.shapes[k * ndim..(k + 1) * ndim],
                         &shapes[i * ndim..(i + 1) * ndim]
                     );
+                }
+            }
+        }
+    }
+}
+
+/// Format v1.2: ragged records may be empty (a 0 dim, `logical_len` 0). They round
+/// trip on every codec, alignment and backend, alone, between others and as a whole
+/// store, through `get`, `gather_ragged`, `shape` and `verify`.
+#[test]
+fn empty_ragged_records_round_trip_every_codec_alignment_and_backend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for ndim in [1usize, 2] {
+        // Lengths with empty records first, last, in runs and alone.
+        let lens: Vec<u32> = (0..300u32)
+            .map(|i| {
+                if i % 3 == 0 || (100..110).contains(&i) || i == 299 {
+                    0
+                } else {
+                    1 + (i * 13) % 90
+                }
+            })
+            .collect();
+        let mut shapes = Vec::new();
+        let mut cu = vec![0u64];
+        for (i, &len) in lens.iter().enumerate() {
+            if ndim == 1 {
+                shapes.push(len);
+                cu.push(cu[i] + u64::from(len));
+            } else {
+                // An empty record may have other dims that are not 0.
+                shapes.extend([len, 3]);
+                cu.push(cu[i] + 3 * u64::from(len));
+            }
+        }
+        let values = pseudo_bytes(cu[lens.len()] as usize * 4, 5);
+        let samples: Vec<&[u8]> = values.chunks(256).collect();
+        let dict = dict_for(&samples);
+        for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+            for align in [8u32, 4096] {
+                for all_empty in [false, true] {
+                    let path = dir
+                        .path()
+                        .join(format!("e-{ndim}-{codec}-{align}-{all_empty}.zr"));
+                    let mut opts = WriteOptions::with_codec(codec);
+                    opts.align = align;
+                    if codec == Codec::ZstdDict {
+                        opts.dictionary = Some(dict.clone());
+                    }
+                    let mut w = Writer::create(&path, Schema::ragged(DType::I32, ndim), opts)
+                        .expect("create");
+                    let (vals, cus, shs): (&[u8], Vec<u64>, Vec<u32>) = if all_empty {
+                        (&[], vec![0; 5], vec![0; 4 * ndim])
+                    } else {
+                        (&values, cu.clone(), shapes.clone())
+                    };
+                    // Two appends: the second starts with an empty record.
+                    let n = cus.len() - 1;
+                    let half = n / 2 + usize::from(!all_empty && (n / 2) % 3 != 0);
+                    let (a, b) = (cus[half] as usize * 4, &cus[half..]);
+                    w.append_ragged(&vals[..a], &cus[..=half], &shs[..half * ndim])
+                        .expect("append");
+                    let rebased: Vec<u64> = b.iter().map(|c| c - cus[half]).collect();
+                    w.append_ragged(&vals[a..], &rebased, &shs[half * ndim..])
+                        .expect("append");
+                    assert_eq!(w.close().expect("close"), n as u64);
+                    for backend in Backend::CONCRETE {
+                        let ctx = format!(
+                            "ndim {ndim} {codec} align {align} all_empty {all_empty} {backend}"
+                        );
+                        let store =
+                            Store::open(&path, ReadOptions::with_backend(backend)).expect("open");
+                        store
+                            .verify()
+                            .unwrap_or_else(|e| panic!("{ctx}: verify: {e}"));
+                        let idx: Vec<u64> = (0..n as u64).rev().chain([0, 1, 0]).collect();
+                        let batch = store
+                            .gather_ragged(&idx)
+                            .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+                        for (k, &i) in idx.iter().enumerate() {
+                            let i = i as usize;
+                            let want = &vals[cus[i] as usize * 4..cus[i + 1] as usize * 4];
+                            assert_eq!(
+                                batch.record(k, 4).expect("record"),
+                                want,
+                                "{ctx} record {i}"
+                            );
+                            assert_eq!(
+                                &batch.shapes[k * ndim..(k + 1) * ndim],
+                                &shs[i * ndim..(i + 1) * ndim],
+                                "{ctx}"
+                            );
+                            assert_eq!(store.get(i as u64).expect("get"), want, "{ctx} get {i}");
+                            let dims: Vec<u64> = shs[i * ndim..(i + 1) * ndim]
+                                .iter()
+                                .map(|&d| u64::from(d))
+                                .collect();
+                            assert_eq!(store.shape(i as u64).expect("shape"), dims, "{ctx}");
+                        }
+                    }
                 }
             }
         }

@@ -230,7 +230,10 @@ fn user_metadata_and_the_stored_schema_round_trip() {
     assert!(stored.dict_id.is_some_and(|id| id != 0), "{stored:?}");
     assert_eq!(store.dictionary(), &test_dictionary()[..]);
     assert!(store.writer_version().starts_with("zring "));
-    assert_eq!(store.format_version(), (1, 0));
+    assert_eq!(
+        store.format_version(),
+        (1, zring_engine::format::FORMAT_MINOR)
+    );
 }
 
 #[test]

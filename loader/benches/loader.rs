@@ -1,4 +1,4 @@
-//! W5 (BENCHMARKS.md): loader throughput against bare gathers of the same batches,
+//! W5 (docs/workloads.md): loader throughput against bare gathers of the same batches,
 //! and the loader's peak RSS at two dataset sizes.
 //!
 //! ```text
@@ -24,7 +24,31 @@ use zring_sampler::{Mode, Sampler};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
-const BATCH: usize = 256;
+/// Records per batch: 256, or 16 in check mode (see [`check_mode`]).
+fn batch() -> usize {
+    if check_mode() {
+        16
+    } else {
+        256
+    }
+}
+
+/// Steps each RSS child runs.
+fn rss_steps() -> usize {
+    if check_mode() {
+        20
+    } else {
+        200
+    }
+}
+
+/// `cargo bench` passes --bench; `cargo test --benches` (CI's check mode) does not:
+/// every path then runs once on tiny data, checked, with nothing worth timing. The
+/// RSS children inherit the mode through ZRING_BENCH_CHECK.
+fn check_mode() -> bool {
+    std::env::var("ZRING_BENCH_CHECK").is_ok_and(|v| v == "1")
+        || !std::env::args().any(|x| x == "--bench" || x == "--rss-child")
+}
 const W1_SHAPE: [u64; 3] = [3, 224, 224];
 const W1_BYTES: usize = 3 * 224 * 224;
 
@@ -107,9 +131,9 @@ fn open(path: &Path, backend: Backend) -> Res<Store> {
 
 /// Bare gathers: the same IID batches, one reused destination, for `secs`.
 fn bare(store: &Store, sampler: &Sampler, first: u64, secs: f64) -> Res<Rate> {
-    let mut idx = vec![0u64; BATCH];
+    let mut idx = vec![0u64; batch()];
     let mut layout = RaggedLayout::default();
-    let mut dense = AlignedBuf::new(store.item_bytes().unwrap_or(0) as usize * BATCH, 64)?;
+    let mut dense = AlignedBuf::new(store.item_bytes().unwrap_or(0) as usize * batch(), 64)?;
     let mut values = AlignedBuf::new(0, 64)?;
     let mut run = |t: u64| -> Res<()> {
         sampler.fill(t, &mut idx)?;
@@ -160,6 +184,58 @@ fn loaded(
     let rate = Rate::of(n, start, cpu0);
     loader.close();
     Ok(rate)
+}
+
+/// The bytes of batch `idx`, record by record through `Store::get` (no gather).
+fn source(store: &Store, idx: &[u64]) -> Res<Vec<u8>> {
+    let mut out = Vec::new();
+    for &i in idx {
+        out.extend_from_slice(&store.get(i)?);
+    }
+    Ok(out)
+}
+
+/// Before anything is timed: the bare gathers and the loader both deliver exactly the
+/// records the sampler names, so a bench that reads wrong data fails instead of
+/// reporting a figure.
+fn check(store: &Store, sampler: &Sampler, opts: &LoaderOptions) -> Res<()> {
+    let mut loader = Loader::new([("x", vec![store.clone()])], sampler.clone(), opts.clone())?;
+    for step in loader.by_ref().take(4) {
+        let step = step?;
+        let want = source(store, &sampler.batch(step.step))?;
+        let got = step.get("x", 0).ok_or("no tensor x")?.bytes();
+        if got != &want[..] {
+            return Err(format!(
+                "loader step {}: bytes differ from the store's records",
+                step.step
+            )
+            .into());
+        }
+        let bare = bare_once(store, &sampler.batch(step.step))?;
+        if bare != want {
+            return Err(format!(
+                "bare gather of step {}: bytes differ from the store's records",
+                step.step
+            )
+            .into());
+        }
+    }
+    loader.close();
+    Ok(())
+}
+
+/// One bare gather of `idx`, the way [`bare`] makes them.
+fn bare_once(store: &Store, idx: &[u64]) -> Res<Vec<u8>> {
+    if store.schema().is_ragged() {
+        let layout = store.ragged_layout(idx)?;
+        let mut values = AlignedBuf::new(layout.values_bytes, 64)?;
+        store.gather_ragged_into(idx, &layout, &mut values)?;
+        Ok(values.to_vec())
+    } else {
+        let mut dense = AlignedBuf::new(store.item_bytes().unwrap_or(0) as usize * idx.len(), 64)?;
+        store.gather(idx, &mut dense)?;
+        Ok(dense.to_vec())
+    }
 }
 
 /// CPU seconds used by the whole process (all threads) so far.
@@ -219,6 +295,15 @@ fn args() -> Res<Args> {
         throughput: true,
         helps: true,
     };
+    if check_mode() {
+        a = Args {
+            w1: 64,
+            w3: 2000,
+            secs: 0.0,
+            rounds: 1,
+            ..a
+        };
+    }
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut val = || it.next().ok_or(format!("{k} needs a value"));
@@ -237,7 +322,7 @@ fn args() -> Res<Args> {
             "--skip-rss" => a.rss = false,
             "--skip-throughput" => a.throughput = false,
             "--no-consumer-help" => a.helps = false,
-            _ => {} // cargo bench passes --bench
+            _ => {} // --bench
         }
     }
     Ok(a)
@@ -245,9 +330,10 @@ fn args() -> Res<Args> {
 
 fn throughput(name: &str, path: &Path, records: usize, a: &Args) -> Res<()> {
     let store = open(path, Backend::Mmap)?;
-    let sampler = Sampler::new(records as u64, BATCH, Mode::Iid, 7)?;
+    let sampler = Sampler::new(records as u64, batch(), Mode::Iid, 7)?;
     println!(
-        "\n{name}: {records} records, IID batch {BATCH}, backend {}",
+        "\n{name}: {records} records, IID batch {}, backend {}",
+        batch(),
         store.backend()
     );
     println!(
@@ -256,6 +342,7 @@ fn throughput(name: &str, path: &Path, records: usize, a: &Args) -> Res<()> {
     println!("|---|---|---|---|---|---|---|");
     for &workers in &a.workers {
         let opts = LoaderOptions::new(workers, a.prefetch).with_consumer_helps(a.helps);
+        check(&store, &sampler, &opts)?;
         let (mut b, mut l, mut r, mut bc, mut lc) = (vec![], vec![], vec![], vec![], vec![]);
         for round in 0..a.rounds {
             // Different batches each round, the same batches for both contenders,
@@ -306,7 +393,7 @@ fn rss_child(
 ) -> Res<()> {
     let store = Store::open(path, ReadOptions::with_backend(backend))?;
     let before = status_kib("VmHWM:");
-    let sampler = Sampler::new(store.len(), BATCH, Mode::Iid, 11)?;
+    let sampler = Sampler::new(store.len(), batch(), Mode::Iid, 11)?;
     let mut loader = Loader::new(
         [("x", vec![store])],
         sampler,
@@ -332,8 +419,9 @@ fn rss_child(
 
 fn rss(dir: &Path, a: &Args) -> Res<()> {
     println!(
-        "\nPeak RSS, one child process per row (fresh VmHWM), batch {BATCH}, {} steps",
-        200
+        "\nPeak RSS, one child process per row (fresh VmHWM), batch {}, {} steps",
+        batch(),
+        rss_steps()
     );
     println!("| dataset | records | file MiB | backend | workers+prefetch | max batch MiB | VmHWM after open MiB | VmHWM after run MiB | RssAnon end MiB | RssFile end MiB | bound (W+P+1) x batch MiB | buffers live at most / allocated |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
@@ -355,7 +443,7 @@ fn rss(dir: &Path, a: &Args) -> Res<()> {
             for (w, p) in [(2usize, 4usize), (1, 1)] {
                 let out = Command::new(&exe)
                     .args(["--rss-child", &path.display().to_string(), backend.name()])
-                    .args([w.to_string(), p.to_string(), "200".to_string()])
+                    .args([w.to_string(), p.to_string(), rss_steps().to_string()])
                     .output()?;
                 if !out.status.success() {
                     return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
@@ -367,6 +455,13 @@ fn rss(dir: &Path, a: &Args) -> Res<()> {
                     .collect();
                 let mib = |k: f64| k / 1024.0;
                 let batch_mib = f[4] / (1 << 20) as f64;
+                if f[5] > (w + p + 1) as f64 {
+                    return Err(format!(
+                        "{name} {w}+{p}: {} buffers live at once, more than W+P+1",
+                        f[5]
+                    )
+                    .into());
+                }
                 println!(
                     "| {name} | {n} | {file_mib:.0} | {} | {w}+{p} | {batch_mib:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |",
                     backend.name(),
@@ -402,6 +497,10 @@ fn main() -> Res<()> {
         );
     }
     let a = args()?;
+    if check_mode() {
+        // Set before any thread starts; the RSS children inherit it.
+        std::env::set_var("ZRING_BENCH_CHECK", "1");
+    }
     let dir =
         tempfile::tempdir_in(std::env::var("ZRING_BENCH_DIR").unwrap_or_else(|_| "/tmp".into()))?;
     if a.throughput {

@@ -45,8 +45,8 @@ pub enum LoaderError {
     SamplerTooLong { sampler_len: u64, records: u64 },
     /// The sampler's batch cannot be cut into one equal shard per view.
     BatchNotDivisible { batch: usize, views: usize },
-    /// An option value that cannot work (with the reason).
-    InvalidOptions(String),
+    /// An option value that cannot work (which, and why).
+    InvalidOptions(OptionsError),
     /// A worker thread could not be started.
     Spawn(io::Error),
 
@@ -173,6 +173,59 @@ impl std::error::Error for LoaderError {
             LoaderError::Sampler { source, .. } => Some(source),
             LoaderError::Gather { source, .. } => Some(source),
             LoaderError::Transform { source, .. } => Some(&**source),
+            // The detail's text is part of this error's: its own source follows.
+            LoaderError::InvalidOptions(why) => why.source(),
+            _ => None,
+        }
+    }
+}
+
+/// Which loader option cannot work, and why ([`LoaderError::InvalidOptions`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// `prefetch` is 0 while `workers` is not: a finished step has nowhere to wait.
+    ZeroPrefetch { workers: usize },
+    /// The buffer pool refused its options (the platform's reason is the source).
+    BufferPool { pinned: bool, source: io::Error },
+    /// One shard of a dense stream is larger than memory can be addressed.
+    ShardTooLarge {
+        stream: String,
+        records: usize,
+        record_bytes: u64,
+    },
+}
+
+impl fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OptionsError::ZeroPrefetch { workers } => write!(
+                f,
+                "prefetch must be at least 1 when workers > 0 (here {workers}): a finished \
+                 step needs a place to wait for the consumer"
+            ),
+            OptionsError::BufferPool { pinned, source } => write!(
+                f,
+                "the {} buffer pool cannot be made: {source}",
+                if *pinned { "pinned" } else { "pageable" }
+            ),
+            OptionsError::ShardTooLarge {
+                stream,
+                records,
+                record_bytes,
+            } => write!(
+                f,
+                "a shard of stream {stream:?} ({records} records of {record_bytes} bytes) \
+                 does not fit in memory"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OptionsError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OptionsError::BufferPool { source, .. } => Some(source),
             _ => None,
         }
     }

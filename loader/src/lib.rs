@@ -14,8 +14,10 @@
 //!   [`Loader::with_transform`], iterate (`Iterator<Item = Result<Step<T>>>`), ask
 //!   [`Loader::step`], [`Loader::seek`], [`Loader::close`], [`Loader::stats`].
 //! - [`View`] ([`view`]): one store at one placement (pageable or pinned buffers).
-//! - [`LoaderOptions`], [`Delivery`] ([`options`]): workers, prefetch, step or
-//!   completion order.
+//! - [`LoaderOptions`], [`Delivery`], [`Lookahead`] ([`options`]): workers,
+//!   prefetch, step or completion order, and how far ahead to read.
+//! - `lookahead` (private): the look-ahead depth, from a memory budget, the reads
+//!   one step plans into and the device's queue depth.
 //! - [`Step`], [`Batch`], [`Tensor`] ([`batch`]): what a step carries; dense
 //!   streams give `(B / shards, *item_shape)` buffers, ragged streams give values,
 //!   `cu_seqlens` and shapes. [`PooledVec`] ([`recycle`]) holds the small vectors.
@@ -30,6 +32,10 @@
 //! place `i` holds step `next + i`, so delivery follows the step numbers whatever the
 //! timing; in completion order it is a queue. A worker holds at most one step, so at
 //! most `workers + prefetch` steps are alive besides those the consumer holds.
+//! By default ([`Lookahead::Budget`]) `workers` and `prefetch` are sized at
+//! construction: enough steps made at once that their reads keep the device's
+//! queue (`nr_requests`) full across step boundaries, within a memory budget
+//! (512 MiB unless set); [`Loader::options`] shows the result.
 //! A consumer that finds no step ready makes the next one itself when it has a
 //! place in that buffer, instead of sleeping ([`LoaderOptions::consumer_helps`]).
 //! With `workers = 0` each step is made in the consumer's thread on demand.
@@ -101,19 +107,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod batch;
-pub mod error;
-pub mod loader;
-pub mod options;
+#![deny(unsafe_code)]
+
+mod batch;
+mod error;
+mod loader;
+mod lookahead;
+mod options;
 mod pipeline;
 mod produce;
-pub mod recycle;
-pub mod view;
+mod recycle;
+mod view;
 
 pub use batch::{Batch, Step, Tensor};
-pub use error::{LoaderError, Result, TransformError};
-pub use loader::{Loader, LoaderStats};
-pub use options::{Delivery, LoaderOptions};
+pub use error::{LoaderError, OptionsError, Result, TransformError};
+pub use loader::{Loader, LoaderStats, Pending};
+pub use lookahead::DEFAULT_DEVICE_DEPTH;
+pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use recycle::PooledVec;
-pub use view::View;
+pub use view::{Source, View};
 pub use zring_platform::bufpool::{BufPool, BufPoolStats, PooledBuf};

@@ -7,7 +7,8 @@ use zring_platform::BufPool;
 use zring_sampler::Sampler;
 
 use crate::batch::{Batch, Step};
-use crate::error::{LoaderError, Result, TransformError};
+use crate::error::{LoaderError, OptionsError, Result, TransformError};
+use crate::lookahead;
 use crate::options::LoaderOptions;
 use crate::pipeline::Threads;
 use crate::produce::{Factory, Scratch, TransformFn};
@@ -120,14 +121,13 @@ impl<T: Send + 'static> Loader<T> {
         transform: Arc<TransformFn<T>>,
     ) -> Result<Self> {
         if options.workers > 0 && options.prefetch == 0 {
-            return Err(LoaderError::InvalidOptions(
-                "prefetch must be at least 1 when workers > 0 (a finished step needs a \
-                 place to wait for the consumer)"
-                    .into(),
-            ));
+            return Err(LoaderError::InvalidOptions(OptionsError::ZeroPrefetch {
+                workers: options.workers,
+            }));
         }
         let plan = Plan::new(streams, &sampler)?;
         let start = sampler.step();
+        let options = lookahead::resolve(&options, &plan, &sampler.batch(start));
         let factory = Arc::new(Factory::new(plan, sampler, &options, transform)?);
         let run = Self::start(&factory, &options, start)?;
         Ok(Self {
@@ -182,7 +182,7 @@ impl<T> Loader<T> {
         self.run = Run::Closed { at };
     }
 
-    /// The loader's options.
+    /// The loader's options, with the workers and prefetch the look-ahead chose.
     pub fn options(&self) -> &LoaderOptions {
         &self.options
     }
@@ -223,6 +223,28 @@ impl<T> Loader<T> {
         }
     }
 }
+
+impl<T: Send + 'static> Loader<T> {
+    /// [`Iterator::next`] that waits at most about `timeout` for a step made by the
+    /// workers: `Err(Pending)` if none is ready by then. Nothing is consumed by a
+    /// call that times out, so the next call delivers the same step an uninterrupted
+    /// `next` would have (a caller waits in slices to stay responsive, e.g. to
+    /// Ctrl-C). A step the caller makes itself (`consumer_helps`, or no workers) is
+    /// finished before this returns, whatever the timeout.
+    pub fn next_within(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> std::result::Result<Option<Result<Step<T>>>, Pending> {
+        match &mut self.run {
+            Run::Threads(t) => t.next_within(Some(timeout)).ok_or(Pending),
+            _ => Ok(self.next()),
+        }
+    }
+}
+
+/// No step was ready within the time [`Loader::next_within`] was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending;
 
 impl<T: Send + 'static> Iterator for Loader<T> {
     type Item = Result<Step<T>>;

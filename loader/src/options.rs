@@ -14,8 +14,36 @@ pub enum Delivery {
     CompletionOrder,
 }
 
-/// Loader settings. `Default` is 2 workers, 4 steps of read-ahead, step order, the
-/// consumer helping.
+/// How far ahead the loader reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookahead {
+    /// `workers` steps made at once and `prefetch` ready places, exactly as given.
+    Fixed,
+    /// As many steps made at once as keep the device's queue full across step
+    /// boundaries (measured at construction: the reads one step plans into and the
+    /// device's queue depth), within `bytes` of step memory; `workers` and
+    /// `prefetch` are floors. See [`Loader::options`](crate::Loader::options) for
+    /// what was chosen.
+    Budget {
+        /// The most bytes the loader's live steps may take.
+        bytes: u64,
+    },
+}
+
+impl Lookahead {
+    /// The default budget: 512 MiB of live steps.
+    pub const DEFAULT: Lookahead = Lookahead::Budget { bytes: 512 << 20 };
+}
+
+impl Default for Lookahead {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Loader settings. `Default` sizes the look-ahead from a 512 MiB budget and the
+/// device (at least 2 workers and 4 ready steps), step order, the consumer helping;
+/// [`LoaderOptions::new`] fixes workers and prefetch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoaderOptions {
     /// Threads that each make whole steps (draw, gather, transform) in parallel;
@@ -35,6 +63,9 @@ pub struct LoaderOptions {
     /// and keeps the memory bound. `false` leaves all making to the workers, so a
     /// `next` never takes longer than waiting for the workers would.
     pub consumer_helps: bool,
+    /// Whether `workers` and `prefetch` are used as given or sized from a memory
+    /// budget and the device's queue (the default).
+    pub lookahead: Lookahead,
 }
 
 impl Default for LoaderOptions {
@@ -44,18 +75,26 @@ impl Default for LoaderOptions {
             prefetch: 4,
             delivery: Delivery::StepOrder,
             consumer_helps: true,
+            lookahead: Lookahead::DEFAULT,
         }
     }
 }
 
 impl LoaderOptions {
-    /// Default options with `workers` threads and `prefetch` ready steps.
+    /// Default options with exactly `workers` threads and `prefetch` ready steps
+    /// ([`Lookahead::Fixed`]).
     pub fn new(workers: usize, prefetch: usize) -> Self {
         Self {
             workers,
             prefetch,
+            lookahead: Lookahead::Fixed,
             ..Self::default()
         }
+    }
+
+    /// The same options with `lookahead`.
+    pub fn with_lookahead(self, lookahead: Lookahead) -> Self {
+        Self { lookahead, ..self }
     }
 
     /// The same options with `delivery`.

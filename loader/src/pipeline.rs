@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use crate::batch::Step;
 use crate::error::{LoaderError, Result};
@@ -277,11 +278,23 @@ impl<T> Threads<T> {
     /// Waits for the next step (making one itself meanwhile if allowed); `None` once
     /// a failure was delivered or the threads were stopped.
     pub(crate) fn next(&mut self) -> Option<Slot<T>> {
+        loop {
+            if let Some(next) = self.next_within(None) {
+                return next;
+            }
+        }
+    }
+
+    /// [`Threads::next`] that stops waiting after `limit` (outer `None`: no step
+    /// yet; nothing was consumed, so a later call picks up where this one left).
+    /// A step the consumer is making itself is finished first.
+    pub(crate) fn next_within(&mut self, limit: Option<Duration>) -> Option<Option<Slot<T>>> {
+        let deadline = limit.map(|l| Instant::now() + l);
         let shared = &*self.shared;
         let mut st = shared.lock();
         loop {
             if st.finished || st.stopped {
-                return None;
+                return Some(None);
             }
             if let Some(slot) = shared.pop(&mut st) {
                 if slot.is_err() {
@@ -293,7 +306,7 @@ impl<T> Threads<T> {
                     // are `workers` at most).
                     shared.space.notify_all();
                 }
-                return Some(slot);
+                return Some(Some(slot));
             }
             if self.helps {
                 if let Some(step) = shared.claim_for_consumer(&st) {
@@ -326,16 +339,30 @@ impl<T> Threads<T> {
                                 st.finished = true;
                                 shared.stop_all(&mut st);
                             }
-                            return Some(slot);
+                            return Some(Some(slot));
                         }
                     }
                 }
             }
             if st.alive == 0 {
-                return None;
+                return Some(None);
             }
             st.consumer_waiting = true;
-            st = shared.wait(&shared.ready, st);
+            st = match deadline {
+                None => shared.wait(&shared.ready, st),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        st.consumer_waiting = false;
+                        return None;
+                    }
+                    shared
+                        .ready
+                        .wait_timeout(st, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
             st.consumer_waiting = false;
         }
     }

@@ -10,7 +10,7 @@ use zring_platform::{BufPool, BufPoolOptions};
 use zring_sampler::Sampler;
 
 use crate::batch::{Batch, Step, Tensor};
-use crate::error::{LoaderError, Result, TransformError};
+use crate::error::{LoaderError, OptionsError, Result, TransformError};
 use crate::options::LoaderOptions;
 use crate::recycle::VecPool;
 use crate::view::{Kind, Plan, StreamPlan};
@@ -52,7 +52,9 @@ impl<T> Factory<T> {
                 max_free_bytes: usize::MAX,
                 ..BufPoolOptions::default()
             })
-            .map_err(|e| LoaderError::InvalidOptions(e.to_string()))
+            .map_err(|source| {
+                LoaderError::InvalidOptions(OptionsError::BufferPool { pinned, source })
+            })
         };
         let pinned = if plan.any_pinned() {
             Some(pool(true)?)
@@ -140,7 +142,7 @@ impl<T> Factory<T> {
             shard: k,
             source,
         };
-        let store = view.store();
+        let store = view.source();
         match &stream.kind {
             Kind::Dense { shard_bytes, shape } => {
                 let mut data = pool.get_exact(*shard_bytes).map_err(buffer_err)?;

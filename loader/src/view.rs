@@ -3,25 +3,87 @@
 
 use std::sync::Arc;
 
-use zring_engine::{DType, Layout, Store};
+use zring_engine::dataset::DatasetField;
+use zring_engine::{DType, Layout, RaggedLayout, Schema, Store};
 use zring_sampler::Sampler;
 
-use crate::error::{LoaderError, Result};
+use crate::error::{LoaderError, OptionsError, Result};
 
-/// One placement's view of a store: which store to gather from, and into what kind
-/// of memory. A loader with `S` views per stream cuts every global batch into `S`
-/// equal shards; shard `k` of every stream is gathered through view `k`.
+/// What a view reads: a store, or one field of a dataset (read like a store).
+#[derive(Clone, Debug)]
+pub enum Source {
+    Store(Store),
+    Field(DatasetField),
+}
+
+impl Source {
+    /// Records readable.
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Store(s) => s.len(),
+            Source::Field(f) => f.len(),
+        }
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records' schema.
+    pub fn schema(&self) -> &Schema {
+        match self {
+            Source::Store(s) => s.schema(),
+            Source::Field(f) => f.schema(),
+        }
+    }
+
+    pub(crate) fn gather(&self, indices: &[u64], dest: &mut [u8]) -> zring_engine::Result<()> {
+        match self {
+            Source::Store(s) => s.gather(indices, dest),
+            Source::Field(f) => f.gather(indices, dest),
+        }
+    }
+
+    pub(crate) fn ragged_layout_into(
+        &self,
+        indices: &[u64],
+        layout: &mut RaggedLayout,
+    ) -> zring_engine::Result<()> {
+        match self {
+            Source::Store(s) => s.ragged_layout_into(indices, layout),
+            Source::Field(f) => f.ragged_layout_into(indices, layout),
+        }
+    }
+
+    pub(crate) fn gather_ragged_into(
+        &self,
+        indices: &[u64],
+        layout: &RaggedLayout,
+        values: &mut [u8],
+    ) -> zring_engine::Result<()> {
+        match self {
+            Source::Store(s) => s.gather_ragged_into(indices, layout, values),
+            Source::Field(f) => f.gather_ragged_into(indices, layout, values),
+        }
+    }
+}
+
+/// One placement's view of a store (or of a dataset's field): which source to gather
+/// from, and into what kind of memory. A loader with `S` views per stream cuts every
+/// global batch into `S` equal shards; shard `k` of every stream is gathered through
+/// view `k`.
 #[derive(Clone, Debug)]
 pub struct View {
-    store: Store,
+    store: Source,
     pinned: bool,
 }
 
 impl View {
     /// Gathers `store` into ordinary (pageable) aligned host buffers.
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: impl Into<Source>) -> Self {
         Self {
-            store,
+            store: store.into(),
             pinned: false,
         }
     }
@@ -29,21 +91,33 @@ impl View {
     /// Gathers `store` into page-locked (`mlock`ed) buffers, ready for DMA to a
     /// device. Pinning needs `RLIMIT_MEMLOCK` room for (workers + prefetch + 1) shards;
     /// if it is lacking, the step that cannot pin fails with the OS error.
-    pub fn pinned(store: Store) -> Self {
+    pub fn pinned(store: impl Into<Source>) -> Self {
         Self {
-            store,
+            store: store.into(),
             pinned: true,
         }
     }
 
-    /// The store read through this view.
-    pub fn store(&self) -> &Store {
+    /// The store (or dataset field) read through this view.
+    pub fn source(&self) -> &Source {
         &self.store
     }
 
     /// Whether this view's buffers are page-locked.
     pub fn is_pinned(&self) -> bool {
         self.pinned
+    }
+}
+
+impl From<Store> for Source {
+    fn from(store: Store) -> Self {
+        Source::Store(store)
+    }
+}
+
+impl From<DatasetField> for Source {
+    fn from(field: DatasetField) -> Self {
+        Source::Field(field)
     }
 }
 
@@ -56,6 +130,12 @@ impl From<Store> for View {
 impl From<&Store> for View {
     fn from(store: &Store) -> Self {
         View::new(store.clone())
+    }
+}
+
+impl From<DatasetField> for View {
+    fn from(field: DatasetField) -> Self {
+        View::new(field)
     }
 }
 
@@ -169,16 +249,16 @@ impl Plan {
         let shard_len = batch / shards;
         for p in &mut plans {
             if let Kind::Dense { shard_bytes, shape } = &mut p.kind {
-                let item_bytes = p.views[0].store.item_bytes().unwrap_or(0);
+                let item_bytes = p.views[0].store.schema().item_bytes().unwrap_or(0);
                 let bytes = usize::try_from(item_bytes)
                     .ok()
                     .and_then(|w| w.checked_mul(shard_len))
                     .ok_or_else(|| {
-                        LoaderError::InvalidOptions(format!(
-                            "a shard of stream {:?} ({shard_len} records of {item_bytes} bytes) \
-                             does not fit in memory",
-                            p.name
-                        ))
+                        LoaderError::InvalidOptions(OptionsError::ShardTooLarge {
+                            stream: p.name.to_string(),
+                            records: shard_len,
+                            record_bytes: item_bytes,
+                        })
                     })?;
                 *shard_bytes = bytes;
                 *shape = std::iter::once(shard_len)

@@ -5,7 +5,6 @@ mod common;
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
 
 use common::{dense_store, ragged_store};
 use zring_engine::{Codec, Error as EngineError, ReadOptions, Store};
@@ -40,7 +39,7 @@ fn a_transform_error_at_step_5_arrives_at_step_5_and_ends_iteration() {
             },
         )
         .expect("loader");
-        let started = Instant::now();
+        let _hang = zring_testkit::watchdog("iterating up to a failing step");
         for want in 0..5 {
             let got = loader.next().expect("step before the failure").expect("ok");
             assert_eq!(got.data, want, "{opts:?}");
@@ -54,7 +53,6 @@ fn a_transform_error_at_step_5_arrives_at_step_5_and_ends_iteration() {
         }
         assert!(loader.next().is_none(), "{opts:?}: iteration goes on");
         assert!(loader.next().is_none());
-        assert!(started.elapsed() < Duration::from_secs(5));
         drop(loader);
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{dense_store, ragged_store};
+use common::{dense_store, ragged_store, wait_until};
 use zring_engine::{Codec, Store};
 use zring_loader::{Delivery, Loader, LoaderOptions};
 use zring_sampler::{Mode, Sampler};
@@ -45,6 +45,11 @@ fn live_buffers_never_exceed_workers_plus_prefetch_plus_the_consumers_step() {
             let bound = (workers + prefetch + 1) * per_step;
             for k in 0..150 {
                 let step = loader.next().expect("endless").expect("step");
+                if k == 0 {
+                    // The workers read ahead while this step is held: waited for as an
+                    // event, so the read-ahead check below cannot lose to the clock.
+                    wait_until(|| loader.stats().buffers.live > per_step);
+                }
                 if k % 10 == 0 {
                     // A slow consumer: the workers run ahead as far as they may.
                     std::thread::sleep(Duration::from_millis(3));
@@ -86,14 +91,14 @@ fn a_10k_step_run_stops_allocating_after_warm_up() {
         .expect("loader");
         // Warm up: hold one step while the workers fill everything they may, so
         // that the most buffers ever alive at once are alive now.
+        let bound = LoaderOptions::new(workers, 2).max_live_steps() as u64 * 4;
         let held = loader.next().expect("endless").expect("step");
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        wait_until(|| loader.stats().buffers.allocations >= bound);
         drop(held);
         for step in loader.by_ref().take(200) {
             step.expect("step");
         }
         let warm = loader.stats();
-        let bound = LoaderOptions::new(workers, 2).max_live_steps() as u64 * 4;
         assert_eq!(warm.buffers.allocations, bound, "warm-up reached the bound");
         let mut records = 0usize;
         for step in loader.by_ref().take(10_000) {

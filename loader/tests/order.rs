@@ -4,7 +4,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::{dense_store, fingerprint, ragged_store, Fingerprint};
 use zring_engine::{Codec, Store};
@@ -110,7 +112,11 @@ fn completion_order_delivers_every_step_once_and_does_not_wait_for_a_slow_one() 
         }
     }
 
-    // Step 0 takes 300 ms: other steps overtake it and the position stays at 0.
+    // Step 0 is made only once another step was delivered (or after 60 s, so that a
+    // loader waiting for step 0 fails instead of hanging): other steps overtake it
+    // and the position stays at 0.
+    let overtaken = Arc::new(AtomicBool::new(false));
+    let step0_waits = Arc::clone(&overtaken);
     let slow = Loader::with_transform(
         [("dense", vec![d.dense.clone()])],
         sampler,
@@ -118,15 +124,19 @@ fn completion_order_delivers_every_step_once_and_does_not_wait_for_a_slow_one() 
         LoaderOptions::new(2, 4)
             .with_delivery(Delivery::CompletionOrder)
             .with_consumer_helps(false),
-        |step| {
+        move |step| {
             if step.step == 0 {
-                std::thread::sleep(Duration::from_millis(300));
+                let give_up = Instant::now() + Duration::from_secs(60);
+                while !step0_waits.load(Ordering::Acquire) && Instant::now() < give_up {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             Ok(step.step)
         },
     );
     let mut slow = slow.expect("loader");
     let first = slow.next().expect("endless").expect("step");
+    overtaken.store(true, Ordering::Release);
     assert_ne!(first.data, 0, "completion order waited for the slow step");
     assert_eq!(slow.step(), 0, "step 0 is not delivered yet");
     let mut seen = vec![first.data];

@@ -5,7 +5,7 @@ mod common;
 
 use common::{dense_store, indices_of, ragged_store};
 use zring_engine::{Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
-use zring_loader::{Loader, LoaderError, LoaderOptions, Tensor, View};
+use zring_loader::{Loader, LoaderError, LoaderOptions, OptionsError, Tensor, View};
 use zring_sampler::{Mode, Sampler};
 
 #[test]
@@ -113,10 +113,21 @@ fn pinned_views_deliver_page_locked_buffers_or_a_clear_error() {
     .expect("loader");
     match loader.next().expect("endless") {
         Ok(step) => match step.get("d", 0) {
-            Some(Tensor::Dense { data, .. }) => assert!(data.is_pinned()),
+            Some(Tensor::Dense { data, .. }) => {
+                assert!(data.is_pinned());
+                // The kernel agrees: the buffer's pages are locked.
+                let at = data.as_ptr() as usize;
+                if let Some(locked) = zring_testkit::os::locked_bytes_at(at) {
+                    assert!(locked >= data.len() as u64, "{locked} bytes locked");
+                }
+            }
             other => panic!("unexpected {other:?}"),
         },
         Err(LoaderError::Buffer { source, .. }) => {
+            assert!(
+                !zring_testkit::os::pinning_must_work(),
+                "pinning must work here (root or a large RLIMIT_MEMLOCK): {source}"
+            );
             assert!(source.to_string().contains("mlock"), "{source}")
         }
         Err(e) => panic!("unexpected error {e}"),
@@ -212,7 +223,13 @@ fn bad_stream_sets_are_refused_at_construction() {
 
     let e = Loader::new([("a", vec![a.clone()])], s(8), LoaderOptions::new(2, 0))
         .expect_err("prefetch 0");
-    assert!(matches!(e, LoaderError::InvalidOptions(_)), "{e}");
+    assert!(
+        matches!(
+            e,
+            LoaderError::InvalidOptions(OptionsError::ZeroPrefetch { workers: 2 })
+        ),
+        "{e}"
+    );
 
     // A sampler over a prefix of the records is fine, and so is prefetch 0 inline.
     let prefix = Sampler::new(10, 8, Mode::Iid, 0).expect("sampler");

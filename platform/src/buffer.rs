@@ -19,6 +19,25 @@ pub const DEFAULT_ALIGN: usize = 64;
 /// faults and TLB misses: see docs/engine.md).
 const MAPPED_MIN: usize = 2 << 20;
 
+/// A vector of `len` zero bytes, or `None` when the memory cannot be had (instead of
+/// aborting the process, as `vec![0; len]` does). Zeroed by the allocator (`calloc`:
+/// fresh pages cost nothing until written), so it is as cheap as `vec![0; len]`.
+pub fn try_zeroed_vec(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` has a non-zero size (len > 0).
+    let ptr = unsafe { alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `len`
+    // u8 (alignment 1, which is what Vec<u8> uses), all `len` bytes are initialised
+    // (zeroed), and the capacity is the allocation's size.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// A zero-initialised, fixed-size byte buffer whose start is aligned to `align`.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
@@ -248,6 +267,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn try_zeroed_vec_is_zeroed_and_refuses_the_impossible() {
+        assert_eq!(try_zeroed_vec(0), Some(Vec::new()));
+        let v = try_zeroed_vec(100_000).expect("small");
+        assert!(v.len() == 100_000 && v.iter().all(|&b| b == 0));
+        assert!(try_zeroed_vec(usize::MAX / 2).is_none());
+    }
+
+    #[test]
     fn buffers_are_aligned_zeroed_and_writable() {
         for align in [8usize, 64, 4096, 1 << 16] {
             for len in [0usize, 1, 100, 1 << 20, 3 << 20] {
@@ -267,13 +294,27 @@ mod tests {
     }
 
     #[test]
-    fn pinned_buffers_lock_or_fail_cleanly() {
-        match AlignedBuf::pinned(1 << 16, 64) {
-            Ok(buf) => {
-                assert!(buf.is_pinned());
-                assert_eq!(buf.as_ptr() as usize % page_size(), 0);
+    fn pinned_buffers_are_locked_by_the_os_or_fail_cleanly() {
+        let must_work = zring_testkit::os::pinning_must_work();
+        for len in [1usize << 16, 4 << 20] {
+            match AlignedBuf::pinned(len, 64) {
+                Ok(buf) => {
+                    assert!(buf.is_pinned());
+                    assert_eq!(buf.as_ptr() as usize % page_size(), 0);
+                    // The kernel agrees: the pages are locked.
+                    if let Some(locked) = zring_testkit::os::locked_bytes_at(buf.as_ptr() as usize)
+                    {
+                        assert!(locked >= len as u64, "{locked} bytes locked of {len}");
+                    }
+                }
+                Err(e) => {
+                    assert!(
+                        !must_work,
+                        "pinning must work here (root or a large RLIMIT_MEMLOCK): {e}"
+                    );
+                    assert!(e.to_string().contains("mlock"), "{e}");
+                }
             }
-            Err(e) => assert!(e.to_string().contains("mlock"), "{e}"),
         }
     }
 }

@@ -20,8 +20,10 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard};
 
 use crate::buffer::{AlignedBuf, DEFAULT_ALIGN};
 
@@ -271,13 +273,33 @@ impl Inner {
     }
 
     /// Takes a returned buffer back, or frees it (outside the lock) if the pool is full.
+    /// A full pool first makes room by freeing one idle buffer of another size class
+    /// (the largest): the returned buffer's class is the one in use now, and a pool
+    /// left full of another size by an earlier burst would otherwise never recycle
+    /// again.
     fn put(&self, buf: AlignedBuf) {
         let cap = buf.len();
-        let rejected = {
+        let (rejected, evicted) = {
             let mut lists = self.lock();
-            let fits = lists.count < self.opts.max_free
-                && lists.bytes.saturating_add(cap) <= self.opts.max_free_bytes;
-            if fits {
+            let fits = |l: &FreeLists| {
+                l.count < self.opts.max_free
+                    && l.bytes.saturating_add(cap) <= self.opts.max_free_bytes
+            };
+            let mut evicted = None;
+            if !fits(&lists) && cap <= self.opts.max_free_bytes {
+                let victim = lists
+                    .by_class
+                    .iter_mut()
+                    .rev()
+                    .find(|(&c, list)| c != cap && !list.is_empty())
+                    .and_then(|(_, list)| list.pop());
+                if let Some(v) = victim {
+                    lists.count -= 1;
+                    lists.bytes -= v.len();
+                    evicted = Some(v);
+                }
+            }
+            if fits(&lists) {
                 lists.count += 1;
                 lists.bytes += cap;
                 // A class's list is sized for the most buffers it may keep, so that
@@ -288,17 +310,19 @@ impl Inner {
                     .entry(cap)
                     .or_insert_with(|| Vec::with_capacity(reserve))
                     .push(buf);
-                None
+                (None, evicted)
             } else {
-                Some(buf)
+                (Some(buf), evicted)
             }
         };
         // Still live until it is back on a list (see `BufPool::take`).
         self.live.fetch_sub(1, Ordering::Relaxed);
-        if rejected.is_some() {
-            self.released.fetch_add(1, Ordering::Relaxed);
+        let freed = u64::from(rejected.is_some()) + u64::from(evicted.is_some());
+        if freed > 0 {
+            self.released.fetch_add(freed, Ordering::Relaxed);
         }
         drop(rejected);
+        drop(evicted);
     }
 }
 
@@ -371,6 +395,44 @@ impl std::fmt::Debug for PooledBuf {
             .field("capacity", &self.capacity())
             .field("pinned", &self.is_pinned())
             .finish()
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    /// Two threads take and return buffers through a pool that keeps one free buffer:
+    /// whatever the interleaving, every buffer is counted back, the free list stays
+    /// within its bound, and a buffer is reused or allocated, never both or neither.
+    #[test]
+    fn loom_bufpool_recycling() {
+        loom::model(|| {
+            let pool = BufPool::new(BufPoolOptions {
+                max_free: 1,
+                ..BufPoolOptions::default()
+            })
+            .expect("pool");
+            let threads: Vec<_> = (0..2u8)
+                .map(|k| {
+                    let pool = pool.clone();
+                    loom::thread::spawn(move || {
+                        let mut buf = pool.get(4096).expect("buffer");
+                        buf[0] = k;
+                        drop(buf);
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().expect("thread");
+            }
+            let s = pool.stats();
+            assert_eq!(s.live, 0);
+            assert_eq!(s.allocations + s.reuses, 2);
+            assert!(s.free <= 1);
+            assert_eq!(s.free as u64 + s.released, s.allocations);
+            assert!(s.allocations as usize <= s.live_high_water);
+        });
     }
 }
 
@@ -472,6 +534,29 @@ mod tests {
     }
 
     #[test]
+    fn a_full_pool_of_another_size_makes_room_for_the_size_in_use() {
+        let p = pool(2);
+        drop(
+            (0..2)
+                .map(|_| p.get(1 << 20).expect("get"))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(p.stats().free, 2);
+        drop(p.get(8192).expect("warm"));
+        let before = p.stats();
+        for _ in 0..10 {
+            drop(p.get(8192).expect("get"));
+        }
+        let after = p.stats();
+        assert_eq!(
+            after.allocations, before.allocations,
+            "8 KiB buffers are reused"
+        );
+        assert_eq!(after.free, 2);
+        assert_eq!(after.free as u64 + after.released, after.allocations);
+    }
+
+    #[test]
     fn a_steady_loop_stops_allocating_after_warm_up() {
         let p = pool(16);
         for round in 0..1000 {
@@ -549,15 +634,27 @@ mod tests {
             ..BufPoolOptions::default()
         })
         .expect("pool");
+        let must_work = zring_testkit::os::pinning_must_work();
         match p.get(1 << 16) {
             Ok(b) => {
                 assert!(b.is_pinned());
                 assert_eq!(b.as_ptr() as usize % crate::buffer::page_size(), 0);
+                // The kernel agrees: the pages are locked.
+                if let Some(locked) = zring_testkit::os::locked_bytes_at(b.as_ptr() as usize) {
+                    assert!(locked >= 1 << 16, "{locked} bytes locked of 65536");
+                }
                 drop(b);
                 assert!(p.get(1 << 16).expect("reuse").is_pinned());
                 assert_eq!(p.stats().allocations, 1);
             }
-            Err(e) => assert!(e.to_string().contains("mlock"), "{e}"),
+            Err(e) => {
+                // Only where the OS may refuse (no root, a small RLIMIT_MEMLOCK).
+                assert!(
+                    !must_work,
+                    "pinning must work here (root or a large RLIMIT_MEMLOCK): {e}"
+                );
+                assert!(e.to_string().contains("mlock"), "{e}");
+            }
         }
     }
 

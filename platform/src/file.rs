@@ -9,10 +9,44 @@ use std::path::Path;
 
 /// Reads exactly `buf.len()` bytes at `offset`; a file that ends first is an
 /// `UnexpectedEof` error (a short read is continued, never returned as success).
+///
+/// EINTR is retried. Reads of a file a test installed a read hook for
+/// ([`crate::faults::install_read`]) may be failed or shortened by it.
 pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     #[cfg(unix)]
     {
-        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+        use crate::faults::{read_fault, read_hooks, ReadFault, ReadSite};
+        use std::os::unix::fs::FileExt;
+        let hooks = read_hooks(file);
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let rest = &mut buf[done..];
+            let site = ReadSite::Pread {
+                offset: at,
+                len: rest.len(),
+            };
+            let got = match read_fault(hooks.as_deref(), &site) {
+                None => file.read_at(rest, at),
+                Some(ReadFault::Fail(e)) => Err(e),
+                Some(ReadFault::Short(n)) => {
+                    let n = n.clamp(1, rest.len());
+                    file.read_at(&mut rest[..n], at)
+                }
+            };
+            match got {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file ended before the requested bytes",
+                    ))
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
     #[cfg(windows)]
     {
@@ -69,6 +103,149 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     #[cfg(not(unix))]
     {
         let _ = dir;
+        Ok(())
+    }
+}
+
+/// What a path that is not a regular file is instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileKind {
+    Directory,
+    /// A named pipe: reading it would block until a writer appears.
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
+    Other,
+}
+
+impl FileKind {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        let t = meta.file_type();
+        if t.is_dir() {
+            return FileKind::Directory;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if t.is_fifo() {
+                return FileKind::Fifo;
+            }
+            if t.is_char_device() {
+                return FileKind::CharDevice;
+            }
+            if t.is_block_device() {
+                return FileKind::BlockDevice;
+            }
+            if t.is_socket() {
+                return FileKind::Socket;
+            }
+        }
+        FileKind::Other
+    }
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileKind::Directory => "a directory",
+            FileKind::Fifo => "a FIFO (named pipe)",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Socket => "a socket",
+            FileKind::Other => "not a regular file",
+        })
+    }
+}
+
+/// The error [`open_regular`] gives for a path that is not a regular file, carried
+/// inside an `io::Error` (kind `IsADirectory` for directories, `InvalidInput`
+/// otherwise; `get_ref()` downcasts to this).
+#[derive(Debug)]
+pub struct NotRegularFile {
+    pub kind: FileKind,
+}
+
+impl std::fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            FileKind::Other => write!(f, "not a regular file"),
+            kind => write!(f, "it is {kind}, not a regular file"),
+        }
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+/// Opens `path` read-only if it is a regular file (symbolic links followed), and
+/// refuses anything else with a [`NotRegularFile`] error, without blocking: a FIFO is
+/// opened non-blocking (opening one for reading otherwise waits for a writer, and
+/// Ctrl-C does not interrupt that), checked, and closed.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        let kind = FileKind::of(&meta);
+        let io_kind = match kind {
+            FileKind::Directory => io::ErrorKind::IsADirectory,
+            _ => io::ErrorKind::InvalidInput,
+        };
+        return Err(io::Error::new(io_kind, NotRegularFile { kind }));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: F_GETFL/F_SETFL only read and set the status flags of a descriptor
+        // we own; clearing O_NONBLOCK makes later reads behave as for File::open.
+        let rc = unsafe {
+            let fd = file.as_raw_fd();
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            if flags == -1 {
+                -1
+            } else {
+                libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK)
+            }
+        };
+        if rc == -1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(file)
+}
+
+/// Takes an exclusive advisory lock on the whole of `file` (`flock(LOCK_EX)`),
+/// waiting for another holder to release it. The lock belongs to this open file
+/// description and is released when `file` is closed (or its process dies), so two
+/// threads that open the same path separately exclude each other too. A no-op
+/// elsewhere than unix.
+pub fn lock_exclusive(file: &File) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        loop {
+            // SAFETY: flock only takes a lock on a descriptor we own (borrowed for
+            // the call); it reads and writes no memory of ours.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc == 0 {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
         Ok(())
     }
 }
@@ -325,5 +502,38 @@ mod tests {
     fn sync_dir_accepts_a_directory() {
         let dir = tempfile::tempdir().expect("tempdir");
         sync_dir(dir.path()).expect("fsync dir");
+    }
+    #[test]
+    fn open_regular_refuses_what_is_not_a_regular_file_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = open_regular(dir.path()).expect_err("a directory");
+        assert_eq!(err.kind(), io::ErrorKind::IsADirectory);
+        let kind = |e: &io::Error| {
+            e.get_ref()
+                .and_then(|e| e.downcast_ref::<NotRegularFile>())
+                .map(|n| n.kind)
+        };
+        assert_eq!(kind(&err), Some(FileKind::Directory));
+        assert!(err.to_string().contains("a directory"), "{err}");
+        #[cfg(unix)]
+        {
+            let fifo = dir.path().join("pipe");
+            let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("path");
+            // SAFETY: mkfifo reads a NUL-terminated path that lives for the call.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            // With no writer, a blocking open would never return (the test would hang).
+            let err = open_regular(&fifo).expect_err("a FIFO");
+            assert_eq!(kind(&err), Some(FileKind::Fifo));
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+            let err = open_regular(Path::new("/dev/null")).expect_err("a device");
+            assert_eq!(kind(&err), Some(FileKind::CharDevice));
+            assert!(err.to_string().contains("character device"), "{err}");
+        }
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"abc").expect("write");
+        let file = open_regular(&f).expect("a regular file");
+        let mut buf = [0u8; 3];
+        read_exact_at(&file, &mut buf, 0).expect("read");
+        assert_eq!(&buf, b"abc");
     }
 }

@@ -5,8 +5,6 @@
 //! - [`file`](mod@file): positional reads and writes (`pread`/`pwrite` on unix, `seek_read` on
 //!   Windows), durable publish helpers (`fsync` of files and directories), and the
 //!   read-only [`file::Mapping`] used by the `mmap` backend and for mapped metadata.
-//! - [`backend`]: the [`backend::Backend`] choice that the engine's gather path
-//!   dispatches on (`pread`, `mmap`; `uring` comes with the io_uring engine).
 //! - [`buffer`]: [`buffer::AlignedBuf`], heap buffers with a chosen alignment,
 //!   optionally page-locked ("pinned") for DMA.
 //! - [`bufpool`]: [`bufpool::BufPool`], a bounded pool that recycles those buffers
@@ -19,27 +17,39 @@
 //!   probe and the one-line fallback notice.
 //! - [`oneshot`]: a lock-free one-shot channel whose receiver is a `Future`, for the
 //!   engine's runtime-agnostic async API.
+//! - [`system`]: the machine's memory and a file's block-device queue depth (what
+//!   `auto` and the loader's look-ahead size themselves from).
+//! - [`scratch`]: the one keep policy for per-thread read scratch (the io_uring slab
+//!   here, the engine's pread/O_DIRECT scratch).
 //! - [`cpu`]: how many cores to use and how to pin a thread to one.
 //! - [`topology`]: [`topology::Placement`], which cores the pool pins its workers to
 //!   (NUMA- and SMT-aware with the `hwloc` feature; `ZRING_CORES` overrides).
 //!
 //! `unsafe` code in zring lives here, each block with a `SAFETY:` comment.
 
-pub mod backend;
 pub mod buffer;
 pub mod bufpool;
+pub mod cleanup;
+pub mod config;
 pub mod cpu;
+pub mod faults;
 pub mod file;
+pub mod hash;
+pub mod once;
 pub mod oneshot;
 pub mod pool;
 pub mod process;
+pub mod publish;
+pub mod scratch;
 pub mod shared;
+mod sync;
+pub mod system;
 pub mod topology;
 pub mod uring;
 
-pub use backend::Backend;
 pub use buffer::AlignedBuf;
 pub use bufpool::{BufPool, BufPoolOptions, PooledBuf};
+pub use config::{Config, UringMode};
 pub use file::Mapping;
-pub use pool::Pool;
+pub use pool::{Pool, PoolHandle};
 pub use shared::SharedMut;

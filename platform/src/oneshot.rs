@@ -5,12 +5,13 @@
 //! any runtime: it works under tokio, async-std, a hand-written executor, or
 //! `block_on` alike.
 
-use std::cell::UnsafeCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+
+use crate::sync::{AtomicU8, UnsafeCell};
 
 const PENDING: u8 = 0;
 const SENT: u8 = 1;
@@ -46,13 +47,14 @@ impl<T> Shared<T> {
         ) {
             Ok(_) => {
                 // SAFETY: we hold REGISTERING, so no other thread touches the slot.
-                unsafe {
-                    let slot = &mut *self.waker.get();
+                self.waker.with_mut(|slot| {
+                    // SAFETY: as above; the pointer is valid for the closure.
+                    let slot = unsafe { &mut *slot };
                     match slot {
                         Some(old) if old.will_wake(waker) => {}
                         _ => *slot = Some(waker.clone()),
                     }
-                }
+                });
                 if self
                     .waker_state
                     .compare_exchange(REGISTERING, WAITING, Ordering::AcqRel, Ordering::Acquire)
@@ -62,7 +64,7 @@ impl<T> Shared<T> {
                     // the slot to us. Take it, reset, and wake now.
                     // SAFETY: still exclusive: the waking side saw REGISTERING and did
                     // not touch the slot.
-                    let w = unsafe { (*self.waker.get()).take() };
+                    let w = self.waker.with_mut(|slot| unsafe { (*slot).take() });
                     self.waker_state.swap(WAITING, Ordering::AcqRel);
                     if let Some(w) = w {
                         w.wake();
@@ -78,7 +80,7 @@ impl<T> Shared<T> {
     fn wake(&self) {
         if self.waker_state.fetch_or(WAKING, Ordering::AcqRel) == WAITING {
             // SAFETY: we moved WAITING -> WAKING, which grants exclusive slot access.
-            let w = unsafe { (*self.waker.get()).take() };
+            let w = self.waker.with_mut(|slot| unsafe { (*slot).take() });
             self.waker_state.fetch_and(!WAKING, Ordering::Release);
             if let Some(w) = w {
                 w.wake();
@@ -125,7 +127,9 @@ impl<T> Sender<T> {
     pub fn send(mut self, value: T) {
         // SAFETY: the only write, before SENT is published; the receiver reads only
         // after observing SENT.
-        unsafe { *self.shared.value.get() = Some(value) };
+        self.shared
+            .value
+            .with_mut(|slot| unsafe { *slot = Some(value) });
         self.shared.state.store(SENT, Ordering::Release);
         self.sent = true;
         self.shared.wake();
@@ -149,7 +153,7 @@ impl<T> Receiver<T> {
                 self.taken = true;
                 // SAFETY: SENT was observed with Acquire, so the sender's write is
                 // visible and finished; `taken` makes this the only read.
-                Some(unsafe { (*self.shared.value.get()).take() })
+                Some(self.shared.value.with_mut(|slot| unsafe { (*slot).take() }))
             }
             _ => Some(None),
         }
@@ -228,5 +232,30 @@ mod tests {
             Pin::new(&mut rx).poll(&mut cx),
             Poll::Ready(Some("done".into()))
         );
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    #[test]
+    fn loom_oneshot_send_and_poll_race() {
+        loom::model(|| {
+            let (tx, rx) = channel::<u32>();
+            let sender = loom::thread::spawn(move || tx.send(7));
+            assert_eq!(loom::future::block_on(rx), Some(7));
+            sender.join().expect("sender");
+        });
+    }
+
+    #[test]
+    fn loom_oneshot_dropped_sender_closes() {
+        loom::model(|| {
+            let (tx, rx) = channel::<u32>();
+            let sender = loom::thread::spawn(move || drop(tx));
+            assert_eq!(loom::future::block_on(rx), None);
+            sender.join().expect("sender");
+        });
     }
 }

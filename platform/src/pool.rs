@@ -8,13 +8,16 @@
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::Duration;
 
 use crossbeam_queue::SegQueue;
 
+use crate::config::Config;
+use crate::once::{ForkOnce, InChild};
+use crate::sync;
 use crate::topology::{Basis, Placement};
 
 /// How long an idle worker polls for new work before it parks: long enough to catch
@@ -26,6 +29,7 @@ const WAIT_SPINS: u32 = 2_000;
 /// The task function of one batch, with its borrow lifetime erased (see `Job`).
 type TaskFn = dyn Fn(usize) + Sync;
 
+/// The atomics of `Job` come from `crate::sync` (loom-checked with `--cfg loom`).
 struct Job {
     /// Points at the caller's closure. SAFETY (of the erasure): it is dereferenced only
     /// by a thread that claimed a task index below `tasks`, and the caller does not
@@ -33,9 +37,9 @@ struct Job {
     /// finished (`done == tasks`). Threads that claim later never dereference it.
     task: *const TaskFn,
     tasks: usize,
-    next: AtomicUsize,
-    done: AtomicUsize,
-    panicked: AtomicBool,
+    next: sync::AtomicUsize,
+    done: sync::AtomicUsize,
+    panicked: sync::AtomicBool,
     /// The first panic payload, re-raised on the caller with its own message.
     payload: Mutex<Option<Box<dyn std::any::Any + Send>>>,
     owner: Thread,
@@ -88,6 +92,8 @@ struct Shared {
     shutdown: AtomicBool,
     /// The fork generation of the process that started the workers.
     fork_gen: u64,
+    /// Batches given to `run` (see [`Pool::runs`]).
+    runs: std::sync::atomic::AtomicU64,
 }
 
 /// A pool of `workers` threads. Dropping the pool stops them.
@@ -126,6 +132,7 @@ impl Pool {
                 .collect(),
             shutdown: AtomicBool::new(false),
             fork_gen: crate::process::generation(),
+            runs: std::sync::atomic::AtomicU64::new(0),
         });
         for k in 0..workers {
             let shared2 = Arc::clone(&shared);
@@ -146,29 +153,34 @@ impl Pool {
         Ok(Self { shared })
     }
 
-    /// The process-wide pool. Workers are pinned to [`Placement::from_env`]
-    /// (`ZRING_CORES`, else [`Placement::default`]) when `ZRING_PIN=1` or
-    /// `ZRING_CORES` is set. Pinning is opt-in because a machine often runs several
-    /// zring processes (one per training rank or data-loader worker) that know nothing
-    /// of each other: pinned by default, they would all crowd onto the same cores.
-    /// Threads (workers + the caller): `ZRING_THREADS` when set; else one per chosen
-    /// core when the placement was chosen by NUMA node or listed explicitly (capped
-    /// by `available_cores()`); else `available_cores()`.
+    /// A pool as `config` describes: `config.threads` threads counting the caller
+    /// (else the default below), workers pinned to `config.placement()` when pinning
+    /// is on.
+    pub fn with_config(config: &Config) -> std::io::Result<Self> {
+        let placement = config.placement();
+        let threads = config
+            .threads
+            .unwrap_or_else(|| default_threads(placement.as_ref()));
+        Self::start(threads.max(1) - 1, placement.as_ref())
+    }
+
+    /// The process-wide pool, built from [`Config::global`] at first use (the `ZRING_*`
+    /// environment unless the program installed a configuration). Workers are pinned
+    /// only when the configuration says so (`ZRING_PIN=1` or `ZRING_CORES`). Pinning is
+    /// opt-in because a machine often runs several zring processes (one per training
+    /// rank or data-loader worker) that know nothing of each other: pinned by default,
+    /// they would all crowd onto the same cores. Threads (workers + the caller):
+    /// `threads` when set; else one per chosen core when the placement was chosen by
+    /// NUMA node or listed explicitly (capped by `available_cores()`); else
+    /// `available_cores()`.
+    ///
+    /// A forked child gets a pool of its own at its first use (the parent's threads do
+    /// not exist there), also when the fork happened while the parent was starting its
+    /// pool.
     pub fn global() -> &'static Pool {
-        static GLOBAL: OnceLock<Pool> = OnceLock::new();
-        GLOBAL.get_or_init(|| {
-            let pin = match std::env::var("ZRING_PIN") {
-                Ok(v) => v != "0",
-                Err(_) => std::env::var_os(crate::topology::CORES_ENV).is_some(),
-            };
-            let placement = pin.then(Placement::from_env);
-            let threads = std::env::var("ZRING_THREADS")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|&n| n > 0)
-                .unwrap_or_else(|| default_threads(placement.as_ref()));
-            Pool::start(threads - 1, placement.as_ref()).unwrap_or_else(|_| Pool::inline())
-        })
+        static GLOBAL: ForkOnce<Pool> = ForkOnce::new(InChild::Recreate);
+        GLOBAL
+            .get_or_init(|| Pool::with_config(Config::global()).unwrap_or_else(|_| Pool::inline()))
     }
 
     /// A pool with no workers: `run` executes everything on the caller.
@@ -180,8 +192,15 @@ impl Pool {
                 workers: Vec::new(),
                 shutdown: AtomicBool::new(false),
                 fork_gen: crate::process::generation(),
+                runs: std::sync::atomic::AtomicU64::new(0),
             }),
         }
+    }
+
+    /// How many batches [`Pool::run`] has been given (whether or not workers helped):
+    /// shows which pool a piece of work went to.
+    pub fn runs(&self) -> u64 {
+        self.shared.runs.load(Ordering::Relaxed)
     }
 
     /// The number of pooled worker threads (the caller is not counted).
@@ -193,6 +212,7 @@ impl Pool {
     /// returns when all have finished. A panic in a task is re-raised here after every
     /// other task has finished.
     pub fn run<F: Fn(usize) + Sync>(&self, tasks: usize, helpers: usize, task: F) {
+        self.shared.runs.fetch_add(1, Ordering::Relaxed);
         let helpers = helpers.min(self.workers()).min(tasks.saturating_sub(1));
         // A worker that runs a nested batch must not wait on its own pool, and a
         // forked child has none of the parent's threads.
@@ -207,9 +227,9 @@ impl Pool {
         let job = Arc::new(Job {
             task: task_ptr,
             tasks,
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            panicked: AtomicBool::new(false),
+            next: sync::AtomicUsize::new(0),
+            done: sync::AtomicUsize::new(0),
+            panicked: sync::AtomicBool::new(false),
             payload: Mutex::new(None),
             owner: thread::current(),
         });
@@ -286,6 +306,52 @@ impl Drop for Pool {
     }
 }
 
+/// The pool a piece of work runs on: the process-wide [`Pool::global`] (the default)
+/// or a pool of the caller's own, so a loader or an embedding service can size the
+/// threads its reads use without touching everyone else's.
+#[derive(Clone, Default)]
+pub struct PoolHandle(Option<Arc<Pool>>);
+
+impl PoolHandle {
+    /// The process-wide pool.
+    pub fn global() -> Self {
+        Self(None)
+    }
+
+    /// The pool `pool`.
+    pub fn own(pool: Arc<Pool>) -> Self {
+        Self(Some(pool))
+    }
+
+    /// The pool to run on.
+    pub fn get(&self) -> &Pool {
+        match &self.0 {
+            Some(pool) => pool,
+            None => Pool::global(),
+        }
+    }
+
+    /// Whether this is the process-wide pool.
+    pub fn is_global(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl From<Arc<Pool>> for PoolHandle {
+    fn from(pool: Arc<Pool>) -> Self {
+        Self::own(pool)
+    }
+}
+
+impl std::fmt::Debug for PoolHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("PoolHandle::global()"),
+            Some(pool) => write!(f, "PoolHandle::own({} workers)", pool.workers()),
+        }
+    }
+}
+
 /// The global pool's thread count without `ZRING_THREADS`: one per core the
 /// placement chose by locality or by list (a NUMA node's cores, `ZRING_CORES`), so
 /// every worker has a core of its own; otherwise one per available core, as before
@@ -296,6 +362,15 @@ fn default_threads(placement: Option<&Placement>) -> usize {
         Some(p) if *p.basis() != Basis::AllCores => cores.min(p.len()).max(1),
         _ => cores,
     }
+}
+
+static IDLE_HOOK: ForkOnce<fn()> = ForkOnce::new(InChild::Inherit);
+
+/// Registers `hook`, which every pool worker calls before it parks (the io_uring
+/// module releases registrations of closed files there). Only the first registration
+/// counts.
+pub fn on_idle(hook: fn()) {
+    IDLE_HOOK.get_or_init(|| hook);
 }
 
 fn worker_loop(shared: &Shared, k: usize, core: Option<usize>) {
@@ -330,10 +405,12 @@ fn worker_loop(shared: &Shared, k: usize, core: Option<usize>) {
         if found {
             continue;
         }
-        // Before sleeping (and after each timed-out park), let go of io_uring
-        // registrations of files closed meanwhile, so an idle worker does not keep a
-        // deleted store's space for long.
-        crate::uring::release_closed();
+        // Before sleeping (and after each timed-out park), let go of what the thread
+        // holds for files closed meanwhile (io_uring registrations), so an idle worker
+        // does not keep a deleted store's space for long.
+        if let Some(hook) = IDLE_HOOK.get() {
+            hook();
+        }
         me.sleeping.store(true, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
         // Re-check after announcing sleep: a push that missed the flag is seen here.
@@ -347,9 +424,66 @@ fn worker_loop(shared: &Shared, k: usize, core: Option<usize>) {
     }
 }
 
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    /// One task's output. SAFETY (of Sync): each cell is written by the one thread
+    /// that claimed its task; loom itself checks that claim.
+    struct Cell(loom::cell::UnsafeCell<usize>);
+    // SAFETY: see the type's docs; loom reports any concurrent access.
+    unsafe impl Sync for Cell {}
+
+    /// Two helpers and the owner claim two tasks: each runs exactly once, and once
+    /// the owner sees `done == tasks` every task's writes are visible to it (loom
+    /// reports a data race on the cells otherwise).
+    #[test]
+    fn loom_pool_claiming_and_completion() {
+        loom::model(|| {
+            const TASKS: usize = 2;
+            let cells: Arc<Vec<Cell>> = Arc::new(
+                (0..TASKS)
+                    .map(|_| Cell(loom::cell::UnsafeCell::new(0)))
+                    .collect(),
+            );
+            let c = Arc::clone(&cells);
+            // SAFETY: task i has the only access to cell i (see Cell).
+            let task: Box<TaskFn> = Box::new(move |i| c[i].0.with_mut(|p| unsafe { *p += 1 }));
+            let task: &'static TaskFn = Box::leak(task);
+            let job = Arc::new(Job {
+                task,
+                tasks: TASKS,
+                next: sync::AtomicUsize::new(0),
+                done: sync::AtomicUsize::new(0),
+                panicked: sync::AtomicBool::new(false),
+                payload: Mutex::new(None),
+                owner: thread::current(),
+            });
+            let helpers: Vec<_> = (0..2)
+                .map(|_| {
+                    let job = Arc::clone(&job);
+                    loom::thread::spawn(move || job.work())
+                })
+                .collect();
+            job.work();
+            while job.done.load(Ordering::Acquire) < TASKS {
+                loom::thread::yield_now();
+            }
+            for cell in cells.iter() {
+                // SAFETY: every task has finished (done == TASKS, read with Acquire).
+                assert_eq!(cell.0.with(|p| unsafe { *p }), 1);
+            }
+            for h in helpers {
+                h.join().expect("helper");
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn every_task_runs_exactly_once() {
@@ -365,25 +499,31 @@ mod tests {
 
     #[test]
     fn a_helper_joins_every_batch_promptly() {
-        // Tasks that sleep need no CPU, so this holds on a busy machine too: if the
-        // worker is woken at each batch, it takes a fair share of every batch.
+        // The caller's tasks wait until the worker has run one of the batch's tasks:
+        // a worker that is not woken for a batch leaves the caller waiting, and the
+        // batch fails after the outer timeout. An event, not a share of a time slice,
+        // so a busy machine cannot fail it.
         let pool = Pool::new(1, false).expect("pool");
         let me = thread::current().id();
         for _ in 0..5 {
             let helped = AtomicUsize::new(0);
             pool.run(40, 1, |_| {
-                std::thread::sleep(Duration::from_millis(2));
                 if thread::current().id() != me {
                     helped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                let give_up = std::time::Instant::now() + Duration::from_secs(60);
+                while helped.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < give_up {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             });
-            // The worker sleeps between batches (parked past its idle spin), so this
-            // also proves the wake-up.
-            std::thread::sleep(Duration::from_millis(5));
             assert!(
-                helped.load(Ordering::Relaxed) >= 10,
-                "worker ran {helped:?} of 40"
+                helped.load(Ordering::Relaxed) >= 1,
+                "the worker ran none of the 40 tasks within 60 s"
             );
+            // The worker sleeps between batches (parked past its idle spin), so the
+            // next batch also proves the wake-up.
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -433,10 +573,9 @@ mod tests {
     fn a_forked_child_runs_batches_inline_and_spawns_threads() {
         let pool = Pool::new(2, false).expect("pool");
         pool.run(8, 2, |_| {});
-        // SAFETY: the child only uses the pool (threads, atomics, malloc, which glibc
-        // makes fork-safe) and leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        // The child only uses the pool (threads, atomics, malloc, which glibc makes
+        // fork-safe).
+        let end = crate::process::run_forked(Duration::from_secs(60), || {
             let hits = AtomicUsize::new(0);
             pool.run(100, 2, |_| {
                 hits.fetch_add(1, Ordering::Relaxed);
@@ -444,17 +583,9 @@ mod tests {
             let (tx, rx) = crate::oneshot::channel();
             pool.spawn(move || tx.send(7u8));
             let ok = hits.load(Ordering::Relaxed) == 100 && rx.wait() == Some(7);
-            // SAFETY: terminate the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        assert!(pid > 0, "fork failed");
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child failed"
-        );
+            i32::from(!ok)
+        });
+        assert_eq!(end, crate::process::ChildEnd::Exited(0), "child failed");
     }
 
     #[test]

@@ -219,7 +219,9 @@ impl Placement {
         Self::from_list_or_default(std::env::var(CORES_ENV).ok().as_deref())
     }
 
-    fn from_list_or_default(list: Option<&str>) -> Self {
+    /// The placement listed by `list` (kernel list syntax) when given and valid, else
+    /// [`Placement::default`]; an invalid list is ignored with one line on stderr.
+    pub fn from_list_or_default(list: Option<&str>) -> Self {
         match list.map(|l| (l, Self::explicit(l))) {
             Some((_, Ok(p))) => p,
             Some((l, Err(e))) => {

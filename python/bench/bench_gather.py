@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python gather, sampler and loader throughput against the Rust API and NumPy, in one run.
 
-Workloads (docs/BENCHMARKS.md): W1 = 2,000 x uint8[3,224,224] image-like records
+Workloads (docs/workloads.md): W1 = 2,000 x uint8[3,224,224] image-like records
 (147 KiB), W2 = 200,000 x int32[512] Zipf token ids (2 KiB); raw stores; batch 256;
 fresh IID indices per batch (drawn outside the timing); 5 warm-up batches; then each
 gather call is timed until --seconds have accumulated, the contenders taking turns

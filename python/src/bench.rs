@@ -106,7 +106,8 @@ fn thread_cpu_seconds() -> f64 {
 /// both sides write into the same kind of memory (where a destination lies changes
 /// memcpy speed by tens of percent; see docs/python.md).
 fn grown(len: usize) -> Result<PooledBuf, ReadError> {
-    let mut buf = crate::buffer::acquire(len).map_err(|e| ReadError::Alloc(len, e))?;
+    let mut buf = crate::buffer::acquire(len)
+        .map_err(|e| ReadError::Alloc(len, "the benchmark's output".into(), e))?;
     buf.fill(0);
     Ok(buf)
 }

@@ -8,13 +8,13 @@
 //! a steady gather loop allocates and page-faults nothing.
 
 use std::ffi::c_void;
-use std::sync::OnceLock;
 
 use numpy::npyffi::{self, NpyTypes, NPY_ARRAY_CARRAY, PY_ARRAY_API};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use zring_platform::once::{ForkOnce, InChild};
 use zring_platform::{BufPool, BufPoolOptions, PooledBuf};
 
 /// Idle bytes the pool keeps for reuse (a few large batches); more is freed.
@@ -22,9 +22,13 @@ const POOL_MAX_FREE_BYTES: usize = 512 << 20;
 /// Idle buffers the pool keeps.
 const POOL_MAX_FREE: usize = 64;
 
-/// The process-wide pool that read buffers come from.
+/// The process-wide pool that read buffers come from. A `ForkOnce`, not a
+/// `OnceLock`: a child forked while another thread was creating the pool (PyTorch's
+/// DataLoader forks while the parent may be doing its first read) would otherwise
+/// wait forever for a creator it does not have. Each forked child gets a pool of its
+/// own.
 pub fn pool() -> &'static BufPool {
-    static POOL: OnceLock<BufPool> = OnceLock::new();
+    static POOL: ForkOnce<BufPool> = ForkOnce::new(InChild::Recreate);
     POOL.get_or_init(|| {
         let opts = BufPoolOptions {
             max_free: POOL_MAX_FREE,
@@ -44,9 +48,41 @@ pub fn acquire(len: usize) -> std::io::Result<PooledBuf> {
     pool().get(len)
 }
 
-/// The memory error for a failed buffer allocation.
-pub fn alloc_error(len: usize, e: std::io::Error) -> PyErr {
-    PyMemoryError::new_err(format!("cannot allocate a {len}-byte read buffer: {e}"))
+/// The memory error for a failed buffer allocation; `what` names what the buffer was
+/// for (see [`records_of`]).
+pub fn alloc_error(len: usize, what: &str, e: std::io::Error) -> PyErr {
+    PyMemoryError::new_err(format!(
+        "cannot allocate a {len}-byte read buffer for {what}: {e}"
+    ))
+}
+
+/// Names the records a read buffer is for: `record 7 of PATH`, or `3 records of
+/// PATH` with the largest of them where sizes differ (`largest`: its id and bytes),
+/// so that a record whose size is out of reach is found without a debugger.
+pub fn records_of(
+    source: &dyn std::fmt::Display,
+    ids: &[u64],
+    largest: Option<(u64, u64)>,
+) -> String {
+    match (ids, largest) {
+        ([id], _) => format!("record {id} of {source}"),
+        (_, Some((id, bytes))) => format!(
+            "{} records of {source} (the largest, record {id}, has {bytes} bytes)",
+            ids.len()
+        ),
+        (_, None) => format!("{} records of {source}", ids.len()),
+    }
+}
+
+/// The largest record of a ragged layout over `ids` of `itemsize`-byte elements: its
+/// id and bytes.
+pub fn largest_ragged(ids: &[u64], cu_seqlens: &[u64], itemsize: usize) -> Option<(u64, u64)> {
+    let (j, elems) = cu_seqlens
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .enumerate()
+        .max_by_key(|&(_, n)| n)?;
+    Some((*ids.get(j)?, elems.saturating_mul(itemsize as u64)))
 }
 
 /// Engine-owned memory (an aligned buffer from zring's pool) that NumPy arrays

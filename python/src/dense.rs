@@ -7,14 +7,43 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PySlice, PyTuple};
 
-use crate::buffer::{array_over, data_ptr, nbytes};
-use crate::errors;
-use crate::index::{self, Selection};
-use crate::store::{check_out, filled, open, StoreBase};
+use zring_engine::Store;
 
-/// A store of fixed-shape records. `store[i]` is one record (shape `item_shape`),
-/// `store[idx]` a batch `(len(idx), *item_shape)`; both are NumPy arrays over
-/// engine-owned memory.
+use crate::buffer::{self, array_over, data_ptr, nbytes};
+use crate::index::{self, Selection};
+use crate::interrupt::{self, RECORD_COST};
+use crate::store::{check_out, open, StoreBase};
+
+/// A store of fixed-shape records, opened for reading.
+///
+/// `DenseStore(path, *, backend="auto", verify_checksums=True, threads=0)`
+///
+/// - `path`: the store file (`str` or `os.PathLike`).
+/// - `backend`: how records are read: `"auto"` (zring chooses per store), `"mmap"`,
+///   `"pread"` or `"uring"` (io_uring; falls back to `pread` where unavailable).
+/// - `verify_checksums`: check each record's checksum as it is read (on by
+///   default; `False` skips the check for speed).
+/// - `threads`: threads a large gather is split over (`0`: zring's default).
+///
+/// `store[i]` is one record (shape `item_shape`; negative `i` counts from the end),
+/// `store[idx]` a batch `(len(idx), *item_shape)` for a slice, list, integer array
+/// (any shape) or boolean mask; both are NumPy arrays over engine-owned memory
+/// (no copy). `store[i, ...]` indexes further into the records as NumPy does.
+///
+/// Raises `StoreNotFoundError`/`ZringOSError` when the file cannot be opened,
+/// `CorruptStoreError` or `UnsupportedFormatError` for a file that is not a valid
+/// store, `SchemaError` for a ragged store (open it with `RaggedStore` or
+/// `zring.open`), `ValueError` for an unknown backend. Reads raise `ZringIndexError`
+/// for records outside the store and `ClosedError` after `close()`.
+///
+/// >>> import os, tempfile, numpy as np, zring
+/// >>> path = os.path.join(tempfile.mkdtemp(), "points.zr")
+/// >>> with zring.DenseWriter(path, "float32", (2,)) as w:
+/// ...     w.append(np.arange(8, dtype=np.float32).reshape(4, 2))
+/// range(0, 4)
+/// >>> with zring.DenseStore(path) as store:
+/// ...     print(len(store), store.item_shape, store[-1], store[[2, 0]].shape)
+/// 4 (2,) [6. 7.] (2, 2)
 #[pyclass(extends = StoreBase, frozen, module = "zring._zring")]
 pub struct DenseStore {
     item_shape: Vec<usize>,
@@ -24,15 +53,24 @@ pub struct DenseStore {
 #[pymethods]
 impl DenseStore {
     #[new]
-    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = false, threads = 0))]
+    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         backend: &str,
         verify_checksums: bool,
         threads: usize,
+        remote: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let base = open(py, path, backend, verify_checksums, threads, Some(false))?;
+        let base = open(
+            py,
+            path,
+            backend,
+            verify_checksums,
+            threads,
+            remote,
+            Some(false),
+        )?;
         Ok(dense_init(base))
     }
 
@@ -69,6 +107,10 @@ impl DenseStore {
     /// Gathers records `idx` (anything `store[...]` takes except a tuple) into a new
     /// array, or into `out`, which must be a C-contiguous, writeable array of the
     /// store's dtype and of shape `(len(idx), *item_shape)`; returns the array.
+    ///
+    /// Raises `ZringIndexError` for an index outside the store, `TypeError` for an
+    /// `out` of the wrong dtype, `ValueError` for a wrong shape, a non-contiguous or
+    /// read-only `out`.
     #[pyo3(signature = (idx, out = None))]
     fn gather<'py>(
         slf: &Bound<'py, Self>,
@@ -92,16 +134,11 @@ impl DenseStore {
         shape.extend_from_slice(&me.item_shape);
         check_out(out_arr, &base.descr(py)?, &shape)?;
         let store = base.handle(py)?;
-        let ptr = data_ptr(out_arr) as usize;
-        let len = nbytes(out_arr);
-        let ids = sel.ids();
-        py.detach(|| {
-            // SAFETY: `out` is a live, writeable, C-contiguous array of exactly `len`
-            // bytes (checked above) that this call keeps referenced until it returns.
-            let dest = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
-            store.gather(ids, dest)
-        })
-        .map_err(|e| errors::engine(py, e))?;
+        // SAFETY: `out` is a live, writeable, C-contiguous array of exactly
+        // `nbytes(out)` bytes (checked above) that this call keeps referenced until
+        // it returns; nothing else in this call touches its memory.
+        let dest = unsafe { std::slice::from_raw_parts_mut(data_ptr(out_arr), nbytes(out_arr)) };
+        gather_into(py, &store, sel.ids(), me.item_bytes, dest)?;
         Ok(out.clone())
     }
 }
@@ -130,9 +167,11 @@ impl DenseStore {
             .len()
             .checked_mul(self.item_bytes)
             .ok_or_else(|| PyValueError::new_err("selection larger than the address space"))?;
-        let buf = py
-            .detach(|| filled(len, |dest| store.gather(ids, dest)))
-            .map_err(|e| e.into_py(py))?;
+        let mut buf = py.detach(|| buffer::acquire(len)).map_err(|e| {
+            let what = buffer::records_of(&store.path().display(), ids, None);
+            buffer::alloc_error(len, &what, e)
+        })?;
+        gather_into(py, &store, ids, self.item_bytes, &mut buf)?;
         let mut shape = match sel {
             Selection::One(_) => Vec::with_capacity(self.item_shape.len()),
             Selection::Many { shape, .. } => shape.clone(),
@@ -140,6 +179,22 @@ impl DenseStore {
         shape.extend_from_slice(&self.item_shape);
         array_over(py, buf, &descr, &shape)
     }
+}
+
+/// Gathers the records `ids` of `width` bytes into `dest`, in slices that Ctrl-C can
+/// stop between (see `interrupt`); on an error `dest` holds a partial result.
+fn gather_into(
+    py: Python<'_>,
+    store: &Store,
+    ids: &[u64],
+    width: usize,
+    dest: &mut [u8],
+) -> PyResult<()> {
+    let cost = |k: usize| k as u64 * (width as u64 + RECORD_COST);
+    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
+        store.gather(&ids[r.clone()], &mut dest[r.start * width..r.end * width])
+    })
+    .map_err(|h| h.into_py(py))
 }
 
 /// `store[i, ...]`: select records with the first element, then index the result

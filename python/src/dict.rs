@@ -12,6 +12,16 @@ use crate::store::StoreBase;
 /// Trains a zstd dictionary of at most `size` bytes from records spread over the
 /// whole input: an open store, an array (one record per row), or a list of arrays.
 /// Pass the result as `dict_bytes=` with `codec="zstd-dict"`.
+///
+/// Raises `CodecError` when zstd cannot train on the input (too few or too small
+/// records), `ValueError` for a 0-d array, `ClosedError` for a closed store.
+///
+/// >>> import numpy as np, zring
+/// >>> rng = np.random.default_rng(0)
+/// >>> records = [rng.integers(0, 50, 200, dtype=np.int32) for _ in range(500)]
+/// >>> d = zring.train_dict(records, size=4096)
+/// >>> isinstance(d, bytes) and 0 < len(d) <= 4096
+/// True
 #[pyfunction]
 #[pyo3(signature = (source, size = 32768))]
 pub fn train_dict<'py>(
@@ -21,9 +31,11 @@ pub fn train_dict<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     if let Ok(store) = source.cast::<StoreBase>() {
         let store = store.get().handle(py)?;
-        let dict = py
-            .detach(|| zring_engine::train_dict_from_store(&store, size))
-            .map_err(|e| errors::engine(py, e))?;
+        // On a thread of its own: Ctrl-C interrupts the wait, not the training.
+        let dict = crate::interrupt::wait_for_thread(py, "train-dict", move || {
+            zring_engine::train_dict_from_store(&store, size)
+        })?
+        .map_err(|e| errors::engine(py, e))?;
         return Ok(PyBytes::new(py, &dict));
     }
     let np = py.import("numpy")?;
@@ -61,17 +73,37 @@ pub fn train_dict<'py>(
             keep.push(a);
         }
     }
-    let dict = py
+    // The records are copied (zstd concatenates them anyway), so that the training
+    // can run on a thread of its own which Ctrl-C does not have to wait for: it may
+    // outlive this call, and the arrays.
+    let (joined, lens) = py
         .detach(|| {
-            let slices: Vec<&[u8]> = records
-                .iter()
+            let total = records.iter().map(|&(_, n)| n).sum::<usize>();
+            let mut joined = Vec::new();
+            joined.try_reserve_exact(total).map_err(|_| total)?;
+            for &r in &records {
                 // SAFETY: every record lies inside an array held by `keep` until this
                 // function returns.
-                .map(|&r| unsafe { crate::input::bytes_at(r) })
-                .collect();
-            zring_engine::train_dict(&slices, size)
+                joined.extend_from_slice(unsafe { crate::input::bytes_at(r) });
+            }
+            Ok::<_, usize>((joined, records.iter().map(|&(_, n)| n).collect::<Vec<_>>()))
         })
-        .map_err(|e| errors::engine(py, e))?;
+        .map_err(|total| {
+            pyo3::exceptions::PyMemoryError::new_err(format!(
+                "cannot copy {total} bytes of training records"
+            ))
+        })?;
     drop(keep);
+    let dict = crate::interrupt::wait_for_thread(py, "train-dict", move || {
+        let mut slices: Vec<&[u8]> = Vec::with_capacity(lens.len());
+        let mut rest: &[u8] = &joined;
+        for n in lens {
+            let (head, tail) = rest.split_at(n);
+            slices.push(head);
+            rest = tail;
+        }
+        zring_engine::train_dict(&slices, size)
+    })?
+    .map_err(|e| errors::engine(py, e))?;
     Ok(PyBytes::new(py, &dict))
 }

@@ -1,7 +1,8 @@
 //! Engine dtypes and NumPy dtypes, both ways.
 //!
-//! Names are NumPy's (`float32`, `uint8`, ...). bfloat16 and float8 (`float8_e4m3fn`,
-//! `float8_e5m2`) have no NumPy built-in: they map to the ml_dtypes types when that
+//! Names are NumPy's (`float32`, `uint8`, ...). bfloat16 and the float8 types
+//! (`float8_e4m3fn`, `float8_e5m2`, `float8_e4m3fnuz`, `float8_e5m2fnuz`,
+//! `float8_e8m0fnu`) have no NumPy built-in: they map to the ml_dtypes types when that
 //! package is installed and raise an `ImportError` that says how to get it otherwise.
 
 use std::str::FromStr;
@@ -14,7 +15,15 @@ use zring_engine::DType;
 
 /// Whether `d` needs ml_dtypes to exist as a NumPy dtype.
 fn needs_ml_dtypes(d: DType) -> bool {
-    matches!(d, DType::BF16 | DType::F8E4M3FN | DType::F8E5M2)
+    matches!(
+        d,
+        DType::BF16
+            | DType::F8E4M3FN
+            | DType::F8E5M2
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2FNUZ
+            | DType::F8E8M0FNU
+    )
 }
 
 /// The NumPy dtype of engine dtype `d`.

@@ -6,7 +6,7 @@
 
 use std::io;
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -48,6 +48,7 @@ pub static SCHEMA: Exc = Exc::new("SchemaError");
 pub static INVALID: Exc = Exc::new("InvalidArgumentError");
 pub static INDEX: Exc = Exc::new("ZringIndexError");
 pub static CLOSED: Exc = Exc::new("ClosedError");
+pub static CHANGED: Exc = Exc::new("StoreChangedError");
 pub static POISONED: Exc = Exc::new("WriterPoisonedError");
 pub static CODEC: Exc = Exc::new("CodecError");
 pub static OS: Exc = Exc::new("ZringOSError");
@@ -65,8 +66,11 @@ pub fn engine(py: Python<'_>, e: Error) -> PyErr {
 /// prefixes the step and stream to the engine's message).
 pub fn engine_with(py: Python<'_>, e: &Error, msg: String) -> PyErr {
     match e {
-        Error::Io { source, .. } => os_error(py, source, msg),
-        Error::Corrupt { .. } | Error::CorruptRecord { .. } => CORRUPT.err(py, msg),
+        Error::Io { source, .. } | Error::RecordIo { source, .. } => os_error(py, source, msg),
+        Error::Corrupt { .. }
+        | Error::CorruptRecord { .. }
+        | Error::CorruptEntry { .. }
+        | Error::Manifest { .. } => CORRUPT.err(py, msg),
         Error::UnsupportedVersion { .. } => UNSUPPORTED.err(py, msg),
         Error::IndexOutOfRange { .. } => INDEX.err(py, msg),
         Error::InvalidArgument(_) => INVALID.err(py, msg),
@@ -74,6 +78,16 @@ pub fn engine_with(py: Python<'_>, e: &Error, msg: String) -> PyErr {
         Error::AlreadyExists { .. } => with_errno(py, &EXISTS, Some(EEXIST), msg),
         Error::WriterPoisoned { .. } => POISONED.err(py, msg),
         Error::Codec(_) => CODEC.err(py, msg),
+        Error::OutOfMemory { .. } | Error::RecordOutOfMemory { .. } => PyMemoryError::new_err(msg),
+        Error::Remote { kind, .. } => {
+            let class = match kind {
+                io::ErrorKind::NotFound => &NOT_FOUND,
+                io::ErrorKind::PermissionDenied => &PERMISSION,
+                _ => &OS,
+            };
+            with_errno(py, class, None, msg)
+        }
+        Error::ObjectChanged { .. } => CHANGED.err(py, msg),
         // The engine's error enum is non-exhaustive: new variants stay ZringErrors.
         _ => OS.err(py, msg),
     }

@@ -6,9 +6,14 @@
 //! order with duplicates allowed and give the result the index array's shape,
 //! a boolean array of the store's length is a mask. Anything outside the store is
 //! an `IndexError` raised before any I/O.
+//!
+//! Integer arrays of every width, signedness and byte order are converted to the
+//! native 64-bit values NumPy means by them; float, complex, object and other
+//! arrays are refused. The index vectors are as long as the caller asks, so they are
+//! allocated fallibly: a selection too large for memory is a `MemoryError`.
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyIndexError, PyMemoryError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PySlice, PySliceMethods};
 
@@ -53,9 +58,8 @@ pub fn select(obj: &Bound<'_, PyAny>, len: u64) -> PyResult<Selection> {
         let isize_len =
             isize::try_from(len).map_err(|_| PyIndexError::new_err("store too large to slice"))?;
         let r = s.indices(isize_len)?;
-        let indices: Vec<u64> = (0..r.slicelength)
-            .map(|k| (r.start + k as isize * r.step) as u64)
-            .collect();
+        let mut indices = index_vec(r.slicelength)?;
+        indices.extend((0..r.slicelength).map(|k| (r.start + k as isize * r.step) as u64));
         let n = indices.len();
         return Ok(Selection::Many {
             indices,
@@ -132,8 +136,12 @@ fn from_array(a: &Bound<'_, PyUntypedArray>, len: u64) -> PyResult<Selection> {
             let dtype = if kind == b'i' { "int64" } else { "uint64" };
             // ascontiguousarray makes 0-d arrays 1-D, so look first.
             let scalar = a.ndim() == 0;
+            // Only native 8-byte elements are read in place; everything else (narrower
+            // ints, big-endian on a little-endian machine, strided) is converted by
+            // NumPy, which knows every byte order. `None` means "no byte order".
+            let native = a.dtype().is_native_byteorder() != Some(false);
             let owned;
-            let a = if a.dtype().itemsize() == 8 && a.is_c_contiguous() {
+            let a = if a.dtype().itemsize() == 8 && native && a.is_c_contiguous() {
                 a
             } else {
                 let np = py.import("numpy")?;
@@ -144,7 +152,7 @@ fn from_array(a: &Bound<'_, PyUntypedArray>, len: u64) -> PyResult<Selection> {
             };
             let n = a.len();
             let ptr = data_ptr(a);
-            let mut indices = Vec::with_capacity(n);
+            let mut indices = index_vec(n)?;
             for k in 0..n {
                 // SAFETY: the array is C-contiguous with n 8-byte elements and stays
                 // alive (borrowed) for this loop; read_unaligned tolerates any start.
@@ -189,17 +197,33 @@ fn mask(a: &Bound<'_, PyUntypedArray>, len: u64) -> PyResult<Selection> {
     let a = np
         .call_method1("ascontiguousarray", (a, "bool"))?
         .cast_into::<PyUntypedArray>()?;
-    let ptr = data_ptr(&a);
-    let mut indices = Vec::new();
-    for k in 0..a.len() {
-        // SAFETY: a C-contiguous bool array of a.len() one-byte elements, alive here.
-        if unsafe { *ptr.add(k) } != 0 {
-            indices.push(k as u64);
-        }
-    }
+    // SAFETY: a C-contiguous bool array of a.len() one-byte elements, alive while
+    // `a` is, which outlives `flags`.
+    let flags = unsafe { std::slice::from_raw_parts(data_ptr(&a), a.len()) };
+    let mut indices = index_vec(flags.iter().filter(|&&f| f != 0).count())?;
+    indices.extend(
+        flags
+            .iter()
+            .enumerate()
+            .filter(|(_, &f)| f != 0)
+            .map(|(k, _)| k as u64),
+    );
     let n = indices.len();
     Ok(Selection::Many {
         indices,
         shape: vec![n],
     })
+}
+
+/// An empty vector with room for `n` record ids, or `MemoryError`: `n` is whatever
+/// the caller's index asks for.
+fn index_vec(n: usize) -> PyResult<Vec<u64>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        PyMemoryError::new_err(format!(
+            "cannot allocate {} bytes for the {n} record ids of this selection",
+            n.saturating_mul(std::mem::size_of::<u64>())
+        ))
+    })?;
+    Ok(v)
 }

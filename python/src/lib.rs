@@ -7,34 +7,51 @@
 //! - [`writer`]: `DenseWriter`, `RaggedWriter`: batches in, one published store out.
 //! - [`sampler`]: `Sampler` and `Sampler.Mode` over zring_sampler.
 //! - [`loader`]: `_Loader` (wrapped by `zring.Loader`) over zring-loader.
+//! - [`dataset`]: `_Dataset`, `_DatasetField` and `_DatasetBuilder` (wrapped by
+//!   `zring.open_dataset` / `zring.write_dataset`).
 //! - [`dict`]: the `train_dict` function.
 //! - [`buffer`]: `EngineBuffer`, the engine-owned aligned memory behind every array a
 //!   read returns, recycled through a pool.
 //! - [`index`]: NumPy-style record selection (ints, slices, lists, arrays, masks).
 //! - [`input`]: accepting NumPy arrays, DLPack CPU tensors and buffers.
+//! - [`interrupt`]: long gathers, appends and verifies cut into slices so that
+//!   Ctrl-C stops them within a few tens of milliseconds.
 //! - [`dtype`]: engine dtypes and NumPy / ml_dtypes dtypes.
 //! - [`errors`]: engine errors as the `zring.ZringError` family.
 //! - [`bench`]: the Rust-side timing helper of the benchmark script.
+//! - `cli_main`: the `zring` command line (the root crate's CLI) for the console script.
 //!
-//! The GIL is released around every engine call that reads, writes or waits. The
+//! The GIL is released around every engine call that reads, writes or waits; a
+//! long one checks for signals between slices (see [`interrupt`]). The
 //! pure-Python half (`python/zring/`) holds the exceptions, `RaggedBatch` and the
 //! `Loader` wrapper that closes loaders at interpreter exit.
 
 mod bench;
 mod buffer;
+mod dataset;
 mod dense;
 mod dict;
 mod dtype;
 mod errors;
 mod index;
 mod input;
+mod interrupt;
 mod loader;
 mod ragged;
 mod sampler;
 mod store;
+mod testing;
 mod writer;
 
 use pyo3::prelude::*;
+
+/// Runs the `zring` command line (the Rust CLI) on `argv` (program name first) and
+/// returns its exit status; the `zring` console script calls it. The GIL is
+/// released for the whole command.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
+    py.detach(|| zring::run_cli(argv))
+}
 
 #[pymodule]
 #[pyo3(name = "_zring")]
@@ -49,12 +66,32 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Loader>()?;
     m.add_class::<sampler::PyMode>()?;
     m.add_class::<buffer::EngineBuffer>()?;
+    m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<dataset::PyDatasetField>()?;
+    m.add_class::<dataset::PyDatasetBuilder>()?;
+    m.add_function(wrap_pyfunction!(dataset::_collect_garbage, m)?)?;
     m.add_function(wrap_pyfunction!(store::open_store, m)?)?;
+    m.add_function(wrap_pyfunction!(store::unpickle_store, m)?)?;
     m.add_function(wrap_pyfunction!(dict::train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::trim_buffers, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::_buffer_pool_stats, m)?)?;
     m.add_function(wrap_pyfunction!(bench::_bench_gather, m)?)?;
     m.add_function(wrap_pyfunction!(bench::_bench_loader, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_class::<testing::PublishHold>()?;
+    m.add_function(wrap_pyfunction!(testing::_hold_publish, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    // rust-numpy fills once cells on first use (NumPy's C-API table, the descriptor
+    // layout of the NumPy version), which are not fork-safe: a child forked while
+    // another thread was filling one (it releases the GIL meanwhile) waits forever.
+    // Fill them now, at import, by using what reads use.
+    {
+        use numpy::{PyArrayDescrMethods, PyArrayMethods, PyUntypedArrayMethods};
+        let py = m.py();
+        let probe = numpy::PyArray1::<u8>::zeros(py, 1, false);
+        let _ = probe.as_any().is_instance_of::<numpy::PyUntypedArray>();
+        let _ = probe.as_untyped().dtype().itemsize();
+        let _ = numpy::dtype::<u64>(py).itemsize();
+    }
     Ok(())
 }

@@ -18,11 +18,15 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use zring_loader::{
-    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Step, Tensor, View,
+    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Source, Step,
+    Tensor, View,
 };
 
 use crate::buffer::array_over;
+use crate::dataset::PyDatasetField;
+use crate::dtype;
 use crate::errors;
+use crate::interrupt;
 use crate::ragged::ragged_batch;
 use crate::sampler::Sampler;
 use crate::store::StoreBase;
@@ -67,9 +71,13 @@ enum Next {
     Plain(Step<Batch>),
     Mapped(Step<Py<PyAny>>),
     Failed(LoaderError),
+    /// Iteration ended after a failed step.
     End,
+    Closed,
 }
 
+/// The native loader behind `zring.Loader` (see its documentation).
+///
 /// An endless loader: every step draws one global batch from the sampler, splits it
 /// into one equal contiguous shard per view, gathers every stream of a shard with
 /// the same indices, and yields a list of shard dicts `{name: ndarray | RaggedBatch}`.
@@ -83,7 +91,7 @@ pub struct Loader {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false))]
+    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = None), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -94,6 +102,7 @@ impl Loader {
         transform: Option<Py<PyAny>>,
         ordered: bool,
         pinned: bool,
+        lookahead_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let mut rust_streams: Vec<(String, Vec<View>)> = Vec::new();
         let mut infos = Vec::new();
@@ -102,7 +111,8 @@ impl Loader {
                 .cast::<PyString>()
                 .map_err(|_| PyTypeError::new_err("stream names must be strings"))?
                 .clone();
-            let list: Vec<Bound<'_, PyAny>> = if views.cast::<StoreBase>().is_ok() {
+            let one = views.cast::<StoreBase>().is_ok() || views.cast::<PyDatasetField>().is_ok();
+            let list: Vec<Bound<'_, PyAny>> = if one {
                 vec![views]
             } else {
                 views.try_iter()?.collect::<PyResult<_>>()?
@@ -110,22 +120,12 @@ impl Loader {
             let mut rust_views = Vec::with_capacity(list.len());
             let mut descr = None;
             for v in &list {
-                let store =
-                    v.cast::<StoreBase>().map_err(|_| {
-                        PyTypeError::new_err(format!(
-                        "stream {name} must be a list of DenseStore / RaggedStore objects, got {}",
-                        v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                    ))
-                    })?;
-                let base = store.get();
-                if descr.is_none() {
-                    descr = Some(base.descr(py)?.unbind());
-                }
-                let handle = base.handle(py)?;
+                let (source, d) = view_source(py, &name, v)?;
+                descr.get_or_insert(d);
                 rust_views.push(if pinned {
-                    View::pinned(handle)
+                    View::pinned(source)
                 } else {
-                    View::new(handle)
+                    View::new(source)
                 });
             }
             let descr = descr.ok_or_else(|| {
@@ -146,7 +146,12 @@ impl Loader {
         } else {
             Delivery::CompletionOrder
         };
-        let options = LoaderOptions::new(workers, prefetch).with_delivery(delivery);
+        let mut options = LoaderOptions::new(workers, prefetch).with_delivery(delivery);
+        if let Some(bytes) = lookahead_bytes {
+            // Sized from the device's queue within `bytes`; workers and prefetch are
+            // floors (see LoaderOptions::lookahead).
+            options = options.with_lookahead(Lookahead::Budget { bytes });
+        }
         let streams = Arc::new(infos);
         let built = match transform {
             None => py
@@ -186,25 +191,27 @@ impl Loader {
         slf
     }
 
-    /// The next step (waiting for it without the GIL); `StopIteration` once closed or
-    /// after a failed step was raised.
+    /// The next step (waiting for it without the GIL, and for Ctrl-C: a
+    /// `KeyboardInterrupt` while waiting consumes no step); `StopIteration` after a
+    /// failed step was raised, `ClosedError` once closed.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let inner = Arc::clone(&self.inner);
-        let next = py.detach(move || {
+        let next = interrupt::wait(py, move |limit| {
             let mut guard = inner.lock().unwrap_or_else(PoisonError::into_inner);
             let r = match guard.as_mut() {
-                None => return Next::End,
-                Some(Inner::Plain(l)) => l.next().map(|r| r.map(Next::Plain)),
-                Some(Inner::Mapped(l)) => l.next().map(|r| r.map(Next::Mapped)),
+                None => return Some(Next::Closed),
+                Some(Inner::Plain(l)) => l.next_within(limit).ok()?.map(|r| r.map(Next::Plain)),
+                Some(Inner::Mapped(l)) => l.next_within(limit).ok()?.map(|r| r.map(Next::Mapped)),
             };
-            match r {
+            Some(match r {
                 None => Next::End,
                 Some(Ok(n)) => n,
                 Some(Err(e)) => Next::Failed(e),
-            }
-        });
+            })
+        })?;
         match next {
             Next::End => Ok(None),
+            Next::Closed => Err(errors::closed(py, "loader")),
             Next::Failed(e) => Err(loader_error(py, e)),
             Next::Mapped(step) => Ok(Some(step.data)),
             Next::Plain(step) => Ok(Some(
@@ -243,17 +250,19 @@ impl Loader {
     }
 
     /// Stops and joins the workers and drops the steps made ahead; iteration then
-    /// ends. Arrays already delivered stay valid. Idempotent.
-    fn close(&self, py: Python<'_>) {
+    /// ends. Arrays already delivered stay valid. Idempotent. Ctrl-C while waiting
+    /// for the workers raises `KeyboardInterrupt` at once; the loader is closed
+    /// anyway (its workers finish stopping in the background).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
         let inner = Arc::clone(&self.inner);
-        py.detach(move || {
-            let taken = inner.lock().unwrap_or_else(PoisonError::into_inner).take();
-            if let Some(mut l) = taken {
-                l.close();
-            }
-        });
+        let taken = py.detach(move || inner.lock().unwrap_or_else(PoisonError::into_inner).take());
+        if let Some(mut l) = taken {
+            interrupt::wait_for_thread(py, "lclose", move || l.close())?;
+        }
+        Ok(())
     }
 
+    /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
         self.inner
@@ -268,14 +277,43 @@ impl Loader {
         self.shards
     }
 
+    /// The options the loader runs with: `workers` and `prefetch` as chosen (with
+    /// `lookahead_bytes`, sized from the device's queue within that budget),
+    /// `lookahead_bytes` (None when they are fixed) and `ordered`.
+    #[getter]
+    fn options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let inner = Arc::clone(&self.inner);
+        let options = py.detach(move || {
+            let guard = inner.lock().unwrap_or_else(PoisonError::into_inner);
+            match guard.as_ref() {
+                Some(Inner::Plain(l)) => Some(l.options().clone()),
+                Some(Inner::Mapped(l)) => Some(l.options().clone()),
+                None => None,
+            }
+        });
+        let options = options.ok_or_else(|| errors::closed(py, "loader"))?;
+        let d = PyDict::new(py);
+        d.set_item("workers", options.workers)?;
+        d.set_item("prefetch", options.prefetch)?;
+        let budget = match options.lookahead {
+            Lookahead::Budget { bytes } => Some(bytes),
+            _ => None,
+        };
+        d.set_item("lookahead_bytes", budget)?;
+        d.set_item("ordered", options.delivery == Delivery::StepOrder)?;
+        Ok(d)
+    }
+
     /// Stream names, in the order of the dicts' keys.
     #[getter]
     fn stream_names(&self, py: Python<'_>) -> Vec<Py<PyString>> {
         self.streams.iter().map(|s| s.name.clone_ref(py)).collect()
     }
 
-    /// Buffer counters: `allocations` stops growing once the run is steady and
-    /// `live_high_water` shows the memory bound at work.
+    /// Buffer counters (a dict of `allocations`, `reuses`, `live`,
+    /// `live_high_water`, `vecs_created`): `allocations` stops growing once the run
+    /// is steady and `live_high_water` shows the memory bound at work. Raises
+    /// `ClosedError` after `close()`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let inner = Arc::clone(&self.inner);
         let stats = py.detach(move || {
@@ -309,9 +347,10 @@ impl Loader {
         _exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
-    ) -> bool {
-        self.close(py);
-        false
+    ) -> PyResult<bool> {
+        // A KeyboardInterrupt while closing replaces the block's exception, if any.
+        self.close(py)?;
+        Ok(false)
     }
 }
 
@@ -383,4 +422,25 @@ fn loader_error(py: Python<'_>, e: LoaderError) -> PyErr {
         LoaderError::Panicked { .. } => PyRuntimeError::new_err(msg),
         _ => errors::INVALID.err(py, msg),
     }
+}
+
+/// The source and NumPy dtype of one view: a store, or a dataset's field.
+fn view_source(
+    py: Python<'_>,
+    name: &Bound<'_, PyString>,
+    v: &Bound<'_, PyAny>,
+) -> PyResult<(Source, Py<PyArrayDescr>)> {
+    if let Ok(store) = v.cast::<StoreBase>() {
+        let base = store.get();
+        return Ok((Source::Store(base.handle(py)?), base.descr(py)?.unbind()));
+    }
+    if let Ok(field) = v.cast::<PyDatasetField>() {
+        let field = field.get().field.clone();
+        let descr = dtype::to_numpy(py, field.schema().dtype)?.unbind();
+        return Ok((Source::Field(field), descr));
+    }
+    Err(PyTypeError::new_err(format!(
+        "stream {name} must be a list of DenseStore / RaggedStore objects or dataset fields, got {}",
+        v.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+    )))
 }

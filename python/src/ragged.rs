@@ -10,16 +10,33 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PySlice, PyTuple, PyType};
-use zring_engine::RaggedLayout;
+use zring_engine::{RaggedLayout, Store};
 
-use crate::buffer::{array_over, data_ptr};
+use crate::buffer::{self, array_over, data_ptr};
 use crate::errors;
 use crate::index::{self, Selection};
-use crate::store::{check_out, filled, open, ReadError, StoreBase};
+use crate::interrupt::{self, RECORD_COST};
+use crate::store::{check_out, open, StoreBase};
 
-/// A store of variable-shape records of `ndim` dimensions. `store[i]` is one record
-/// (an array of its own shape); `store[idx]` is a `RaggedBatch` (values packed back
-/// to back, `cu_seqlens`, `shapes`).
+/// A store of variable-shape records of `ndim` dimensions, opened for reading.
+///
+/// `RaggedStore(path, *, backend="auto", verify_checksums=True, threads=0)` takes
+/// the same arguments as `DenseStore` and raises the same errors (`SchemaError` for
+/// a dense store).
+///
+/// `store[i]` is one record (an array of its own shape; negative `i` counts from
+/// the end); `store[idx]` for a slice, list, 1-D integer array or boolean mask is a
+/// `RaggedBatch` (values packed back to back, `cu_seqlens`, `shapes`), whose values
+/// are engine-owned memory (no copy).
+///
+/// >>> import os, tempfile, numpy as np, zring
+/// >>> path = os.path.join(tempfile.mkdtemp(), "tokens.zr")
+/// >>> with zring.RaggedWriter(path, "int32", 1) as w:
+/// ...     w.append([np.array([1, 2, 3], np.int32), np.array([4], np.int32)])
+/// range(0, 2)
+/// >>> with zring.RaggedStore(path) as store:
+/// ...     print(store[0], store.shape(1), store[:2].cu_seqlens)
+/// [1 2 3] (1,) [0 3 4]
 #[pyclass(extends = StoreBase, frozen, module = "zring._zring")]
 pub struct RaggedStore {
     ndim: usize,
@@ -28,15 +45,24 @@ pub struct RaggedStore {
 #[pymethods]
 impl RaggedStore {
     #[new]
-    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = false, threads = 0))]
+    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         backend: &str,
         verify_checksums: bool,
         threads: usize,
+        remote: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let base = open(py, path, backend, verify_checksums, threads, Some(true))?;
+        let base = open(
+            py,
+            path,
+            backend,
+            verify_checksums,
+            threads,
+            remote,
+            Some(true),
+        )?;
         Ok(ragged_init(base))
     }
 
@@ -46,7 +72,9 @@ impl RaggedStore {
         self.ndim
     }
 
-    /// The shape of record `i` (negative counts from the end), from the table alone.
+    /// The shape of record `i` (negative counts from the end), from the table alone
+    /// (nothing is read or decoded). Raises `ZringIndexError` outside the store and
+    /// `TypeError` for anything but one index.
     fn shape<'py>(slf: &Bound<'py, Self>, i: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let base = slf.as_super().get();
@@ -77,7 +105,11 @@ impl RaggedStore {
     /// Gathers records `idx` into a `RaggedBatch`. With `out` (a 1-D, C-contiguous,
     /// writeable array of the store's dtype with at least as many elements as the
     /// records hold), the values are written into `out` and the batch's `values` is
-    /// a view of its head.
+    /// a view of its head. An integer `idx` gives a one-record batch.
+    ///
+    /// Raises `ZringIndexError` for an index outside the store, `ValueError` for a
+    /// multi-dimensional index array or an `out` that is too small, not 1-D,
+    /// non-contiguous or read-only, `TypeError` for an `out` of the wrong dtype.
     #[pyo3(signature = (idx, out = None))]
     fn gather<'py>(
         slf: &Bound<'py, Self>,
@@ -120,20 +152,14 @@ fn read_ragged<'py>(
         }
     }
     if let Some(out) = out {
-        let layout = py
-            .detach(|| store.ragged_layout(ids))
-            .map_err(|e| errors::engine(py, e))?;
+        let layout = layout_of(py, &store, ids)?;
         let values = ragged_out(out, &descr, &layout)?;
-        let ptr = data_ptr(&values) as usize;
-        py.detach(|| {
-            // SAFETY: `values` is a live, writeable, C-contiguous view of exactly
-            // `values_bytes` bytes of `out` (checked by ragged_out), referenced until
-            // this call returns.
-            let dest =
-                unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, layout.values_bytes) };
-            store.gather_ragged_into(ids, &layout, dest)
-        })
-        .map_err(|e| errors::engine(py, e))?;
+        // SAFETY: `values` is a live, writeable, C-contiguous view of exactly
+        // `values_bytes` bytes of `out` (checked by ragged_out), referenced until this
+        // call returns; nothing else in this call touches its memory.
+        let dest =
+            unsafe { std::slice::from_raw_parts_mut(data_ptr(&values), layout.values_bytes) };
+        gather_ragged_into(py, &store, ids, &layout, dest)?;
         let ndim = base.engine_schema().ndim();
         return ragged_batch(
             py,
@@ -143,15 +169,14 @@ fn read_ragged<'py>(
             ndim,
         );
     }
-    let (layout, buf) = py
-        .detach(|| -> Result<_, ReadError> {
-            let layout = store.ragged_layout(ids)?;
-            let buf = filled(layout.values_bytes, |dest| {
-                store.gather_ragged_into(ids, &layout, dest)
-            })?;
-            Ok((layout, buf))
-        })
-        .map_err(|e| e.into_py(py))?;
+    let layout = layout_of(py, &store, ids)?;
+    let len = layout.values_bytes;
+    let mut buf = py.detach(|| buffer::acquire(len)).map_err(|e| {
+        let largest = buffer::largest_ragged(ids, &layout.cu_seqlens, itemsize);
+        let what = buffer::records_of(&store.path().display(), ids, largest);
+        buffer::alloc_error(len, &what, e)
+    })?;
+    gather_ragged_into(py, &store, ids, &layout, &mut buf)?;
     match sel {
         Selection::One(_) => {
             let shape: Vec<usize> = layout.shapes.iter().map(|&d| d as usize).collect();
@@ -164,6 +189,53 @@ fn read_ragged<'py>(
             ragged_batch(py, values, &layout.cu_seqlens, &layout.shapes, ndim)
         }
     }
+}
+
+/// Selections of more ids than this have their layout built on a thread of its own,
+/// so that Ctrl-C does not wait for it (at tens of ns per id, this many take about
+/// 10 ms).
+const LAYOUT_ON_A_THREAD: usize = 1 << 18;
+
+/// The output layout of a ragged gather of `ids`; Ctrl-C interrupts the wait for a
+/// large one (the layout, built from copied ids, is then dropped unseen).
+fn layout_of(py: Python<'_>, store: &Store, ids: &[u64]) -> PyResult<RaggedLayout> {
+    let layout = if ids.len() > LAYOUT_ON_A_THREAD {
+        let (store, ids) = (store.clone(), ids.to_vec());
+        interrupt::wait_for_thread(py, "ragged-layout", move || store.ragged_layout(&ids))?
+    } else {
+        py.detach(|| store.ragged_layout(ids))
+    };
+    layout.map_err(|e| errors::engine(py, e))
+}
+
+/// Gathers the ragged records `ids` laid out by `layout` into `dest`, in slices that
+/// Ctrl-C can stop between (see `interrupt`); each slice is gathered with its own
+/// part of the layout, rebased to start at 0.
+fn gather_ragged_into(
+    py: Python<'_>,
+    store: &Store,
+    ids: &[u64],
+    layout: &RaggedLayout,
+    dest: &mut [u8],
+) -> PyResult<()> {
+    let cu = &layout.cu_seqlens;
+    let ndim = store.schema().ndim();
+    let itemsize = store.schema().dtype.itemsize();
+    let cost = |k: usize| cu[k] * itemsize as u64 + k as u64 * RECORD_COST;
+    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
+        if r.start == 0 && r.end == ids.len() {
+            return store.gather_ragged_into(ids, layout, dest);
+        }
+        let (a, b) = (cu[r.start], cu[r.end]);
+        let part = RaggedLayout {
+            cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
+            shapes: layout.shapes[r.start * ndim..r.end * ndim].to_vec(),
+            values_bytes: (b - a) as usize * itemsize,
+        };
+        let bytes = a as usize * itemsize..b as usize * itemsize;
+        store.gather_ragged_into(&ids[r], &part, &mut dest[bytes])
+    })
+    .map_err(|h| h.into_py(py))
 }
 
 /// Checks a ragged `out` array and returns the view its values go to.
@@ -195,6 +267,14 @@ fn ragged_out<'py>(
     Ok(view)
 }
 
+/// The Python `RaggedBatch` class, imported once. Ragged stores look it up when they
+/// are built (see `store::resolved_descr` for why not at the first read: a fork
+/// while another thread fills the cell would leave the child waiting on it).
+pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    CLASS.import(py, "zring._ragged", "RaggedBatch")
+}
+
 /// Builds a `RaggedBatch` from engine-validated parts (cu_seqlens and shapes become
 /// int64 arrays).
 pub fn ragged_batch<'py>(
@@ -204,8 +284,7 @@ pub fn ragged_batch<'py>(
     shapes: &[u32],
     ndim: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    let class = CLASS.import(py, "zring._ragged", "RaggedBatch")?;
+    let class = batch_class(py)?;
     let cu = PyArray1::from_iter(py, cu_seqlens.iter().map(|&c| c as i64));
     let n = cu_seqlens.len().saturating_sub(1);
     let shapes: Vec<i64> = shapes.iter().map(|&d| i64::from(d)).collect();

@@ -73,6 +73,26 @@ fn parse_mode(obj: &Bound<'_, PyAny>) -> PyResult<Mode> {
 /// Stateless, counter-based batch indices: batch `t` is a pure function of
 /// `(seed, t)`, so `seek(t)` is O(1) and a resumed run repeats the original.
 /// With `rank`/`world`, each rank gets its contiguous slice of every global batch.
+///
+/// `Sampler(length, batch, mode, seed=42, rank=0, world=1)`
+///
+/// - `length`: the number of records indices are drawn from; `batch`: the global
+///   batch size (divisible by `world`).
+/// - `mode`: `Sampler.Mode.SEQUENTIAL`, `IID` (with replacement) or `CYCLIC`
+///   (without replacement, a fresh permutation per cycle), or the names
+///   `"sequential"`, `"iid"`, `"cyclic"`, or 0, 1, 2.
+/// - `seed`: the stream's seed; `rank`, `world`: this process's shard of each batch.
+///
+/// Iterating (or `next()`) yields uint64 arrays of `batch_size` indices, endlessly.
+/// Raises `InvalidArgumentError` for a zero length or batch, a batch not divisible
+/// by `world` or `rank >= world`; `TypeError`/`ValueError` for an unknown mode.
+///
+/// >>> import zring
+/// >>> s = zring.Sampler(10, 4, "sequential")
+/// >>> s.next(), s.next(), s.step
+/// (array([0, 1, 2, 3], dtype=uint64), array([4, 5, 6, 7], dtype=uint64), 2)
+/// >>> s.batch(0)
+/// array([0, 1, 2, 3], dtype=uint64)
 #[pyclass(frozen, module = "zring._zring")]
 pub struct Sampler {
     inner: Mutex<zring_sampler::Sampler>,
@@ -131,7 +151,7 @@ impl Sampler {
     }
 
     #[new]
-    #[pyo3(signature = (length, batch, mode, seed = 42, rank = 0, world = 1))]
+    #[pyo3(signature = (length, batch, mode, seed = 42, rank = 0, world = 1), text_signature = "(length, batch, mode, seed=42, rank=0, world=1)")]
     fn new(
         py: Python<'_>,
         length: u64,
@@ -193,9 +213,56 @@ impl Sampler {
         slf
     }
 
-    /// The indices of batch `step` without moving the step counter.
+    /// The indices of batch `step` (a new uint64 array of `batch_size`) without
+    /// moving the step counter.
     fn batch<'py>(&self, py: Python<'py>, step: u64) -> Bound<'py, PyArray1<u64>> {
         self.draw(py, Some(step))
+    }
+
+    /// The indices at positions `start, start + 1, ..., start + count - 1` of the
+    /// sequence the batches are cut from (batch `t` of rank `r` holds positions
+    /// `t * global_batch_size + r * batch_size ..`), as a new uint64 array; for
+    /// cutting the same sequence another way (epochs, a last partial batch).
+    fn positions<'py>(
+        &self,
+        py: Python<'py>,
+        start: u128,
+        count: usize,
+    ) -> Bound<'py, PyArray1<u64>> {
+        let s = self.snapshot();
+        // SAFETY: every element is written by fill_positions below before the
+        // array is returned.
+        let arr = unsafe { PyArray1::<u64>::new(py, [count], false) };
+        // SAFETY: a fresh, contiguous, unshared array of `count` u64.
+        let out = unsafe { std::slice::from_raw_parts_mut(arr.data(), count) };
+        if count >= DETACH_BATCH {
+            py.detach(|| s.fill_positions(start, out));
+        } else {
+            s.fill_positions(start, out);
+        }
+        arr
+    }
+
+    /// Pickles the configuration and the step: the copy draws the same batches.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let s = slf.get().snapshot();
+        let args = (
+            s.len(),
+            s.global_batch_size(),
+            PyMode::from(s.mode()) as u8,
+            s.seed(),
+            s.rank(),
+            s.world(),
+        );
+        (slf.get_type(), args, s.step())
+            .into_pyobject(py)
+            .map(Bound::into_any)
+    }
+
+    /// The step part of a pickle (see `__reduce__`).
+    fn __setstate__(&self, step: u64) {
+        self.lock().seek(step);
     }
 
     /// Moves to `step` in O(1); the next `next()` returns batch `step`.
@@ -221,26 +288,31 @@ impl Sampler {
         self.lock().batch_size()
     }
 
+    /// Indices per step over all ranks (the `batch` given to the constructor).
     #[getter]
     fn global_batch_size(&self) -> usize {
         self.lock().global_batch_size()
     }
 
+    /// The sampling mode, a `Sampler.Mode`.
     #[getter]
     fn mode(&self) -> PyMode {
         self.lock().mode().into()
     }
 
+    /// The seed of the index stream.
     #[getter]
     fn seed(&self) -> u64 {
         self.lock().seed()
     }
 
+    /// This process's shard of every global batch (`0 <= rank < world`).
     #[getter]
     fn rank(&self) -> usize {
         self.lock().rank()
     }
 
+    /// The number of shards every global batch is split into.
     #[getter]
     fn world(&self) -> usize {
         self.lock().world()

@@ -5,34 +5,38 @@
 //! buffer and returns NumPy arrays over it (see `buffer`), or fills a caller's array
 //! (`out=`). The layouts' own indexing lives in `dense` and `ragged`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PySlice};
+use zring_engine::remote::{CacheOptions, RemoteOptions};
 use zring_engine::{Backend, DType, Layout, ReadOptions, Store, StoreSchema};
-use zring_platform::PooledBuf;
 
 use crate::buffer::{self, is_writeable};
 use crate::dense::dense_init;
 use crate::errors;
+use crate::interrupt;
 use crate::ragged::ragged_init;
 
 /// An engine error or a failed buffer allocation, raised once the GIL is back.
 pub enum ReadError {
     Engine(zring_engine::Error),
-    Alloc(usize, std::io::Error),
+    /// A buffer of this many bytes, for what the string names (see
+    /// `buffer::records_of`), could not be allocated.
+    Alloc(usize, String, std::io::Error),
 }
 
 impl ReadError {
     pub fn into_py(self, py: Python<'_>) -> PyErr {
         match self {
             ReadError::Engine(e) => errors::engine(py, e),
-            ReadError::Alloc(len, e) => buffer::alloc_error(len, e),
+            ReadError::Alloc(len, what, e) => buffer::alloc_error(len, &what, e),
         }
     }
 }
@@ -43,36 +47,153 @@ impl From<zring_engine::Error> for ReadError {
     }
 }
 
-/// A pooled buffer of `len` bytes filled by `fill` (called without the GIL).
-pub(crate) fn filled(
-    len: usize,
-    fill: impl FnOnce(&mut [u8]) -> zring_engine::Result<()>,
-) -> Result<PooledBuf, ReadError> {
-    let mut buf = buffer::acquire(len).map_err(|e| ReadError::Alloc(len, e))?;
-    fill(&mut buf)?;
-    Ok(buf)
-}
-
-/// What `DenseStore` and `RaggedStore` share: the open engine store and its schema.
+/// The base class of `DenseStore` and `RaggedStore` (exported as `zring.Store`):
+/// length, dtype, schema, metadata, `verify`, `stats`, `close`, `with` and
+/// iteration record by record. Open stores with `zring.open`, `DenseStore` or
+/// `RaggedStore`; this class is not constructed directly.
 #[pyclass(subclass, frozen, module = "zring._zring", name = "_Store")]
 pub struct StoreBase {
-    /// `None` once closed. Reads clone the handle (an `Arc`), so closing while another
-    /// thread reads is safe: the file is released when the last read finishes.
-    store: Mutex<Option<Store>>,
+    /// Reads clone the open handle (an `Arc`), so closing while another thread reads
+    /// is safe: the file is released when the last read finishes.
+    store: Mutex<Slot>,
     path: PathBuf,
+    options: OpenOptions,
+    /// The file the records come from, as first opened; a reopen must find it again.
+    identity: Identity,
     stored: StoreSchema,
     len: u64,
     descr: PyOnceLock<Py<PyArrayDescr>>,
 }
 
+/// Whether the engine store is open.
+enum Slot {
+    Open(Store),
+    /// Unpickled and not read yet: opened (and checked) by the first read.
+    Pending,
+    Closed,
+}
+
+/// The options a store was opened with (what a pickle carries).
+#[derive(Clone)]
+pub(crate) struct OpenOptions {
+    pub(crate) backend: String,
+    pub(crate) verify_checksums: bool,
+    pub(crate) threads: usize,
+    /// How a store at a URL is read (`remote=` in Python).
+    pub(crate) remote: RemoteOptions,
+}
+
+/// Which file a store is: device, inode, size and modification time. Publishing a
+/// store renames a new file into place, so a replaced store has another inode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+/// `Identity::dev` of a remote object (whose `ino` is a hash of its ETag and
+/// modification time).
+const REMOTE_DEV: u64 = u64::MAX;
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.dev == REMOTE_DEV {
+            return write!(f, "object version {:016x}, {} bytes", self.ino, self.size);
+        }
+        write!(
+            f,
+            "inode {} on device {}, {} bytes, modified at {} ns",
+            self.ino, self.dev, self.size, self.mtime_ns
+        )
+    }
+}
+
+impl Identity {
+    /// The identity of the store `store` opened from `path`: a remote object's
+    /// version, else the file's.
+    fn of_store(py: Python<'_>, path: &Path, store: &Store) -> PyResult<Self> {
+        match store.remote_version() {
+            Some((size, e_tag, modified)) => {
+                use std::hash::{Hash, Hasher};
+                // DefaultHasher::new() has fixed keys: the same in every process.
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (e_tag, modified).hash(&mut h);
+                Ok(Self {
+                    dev: REMOTE_DEV,
+                    ino: h.finish(),
+                    size,
+                    mtime_ns: 0,
+                })
+            }
+            None => Self::of(py, path),
+        }
+    }
+
+    fn of(py: Python<'_>, path: &Path) -> PyResult<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| {
+            let msg = format!("{}: reading the store's identity: {e}", path.display());
+            errors::os_error(py, &e, msg)
+        })?;
+        Ok(Self {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        })
+    }
+}
+
 impl StoreBase {
-    /// The engine store, or `ClosedError`.
+    /// The engine store (opening it on first use after unpickling), or `ClosedError`.
     pub fn handle(&self, py: Python<'_>) -> PyResult<Store> {
-        self.store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| errors::closed(py, &format!("store {}", self.path.display())))
+        match &*self.slot() {
+            Slot::Open(s) => return Ok(s.clone()),
+            Slot::Closed => return Err(self.closed_error(py)),
+            Slot::Pending => {}
+        }
+        // Opened without holding the lock: the open releases the GIL, and another
+        // thread waiting on the lock with the GIL held would deadlock it.
+        let opened = self.reopen(py)?;
+        match &mut *self.slot() {
+            Slot::Open(s) => Ok(s.clone()),
+            Slot::Closed => Err(self.closed_error(py)),
+            slot @ Slot::Pending => {
+                *slot = Slot::Open(opened.clone());
+                Ok(opened)
+            }
+        }
+    }
+
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.store.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn closed_error(&self, py: Python<'_>) -> PyErr {
+        errors::closed(py, &format!("store {}", self.path.display()))
+    }
+
+    /// Opens the store again in this process and checks that it is the same file
+    /// with the same schema as when it was pickled.
+    fn reopen(&self, py: Python<'_>) -> PyResult<Store> {
+        let store = open_engine(py, &self.path, &self.options)?;
+        let now = Identity::of_store(py, &self.path, &store)?;
+        if now != self.identity || store.stored_schema() != &self.stored || store.len() != self.len
+        {
+            return Err(errors::CHANGED.err(
+                py,
+                format!(
+                    "{} is not the store that was pickled: it was replaced or changed since \
+                     (then {}; now {}); open it again to read the new file",
+                    self.path.display(),
+                    self.identity,
+                    now
+                ),
+            ));
+        }
+        Ok(store)
     }
 
     pub fn dtype_enum(&self) -> DType {
@@ -108,6 +229,124 @@ impl StoreBase {
     }
 }
 
+/// The engine's read options from the Python keyword arguments.
+pub(crate) fn read_options(
+    backend: &str,
+    verify_checksums: bool,
+    threads: usize,
+) -> PyResult<ReadOptions> {
+    Ok(ReadOptions {
+        backend: Backend::from_str(backend).map_err(|e| PyValueError::new_err(e.to_string()))?,
+        verify_checksums,
+        threads,
+        ..ReadOptions::default()
+    })
+}
+
+/// The keys `remote=` takes (see docs/remote.md): durations in seconds, sizes in
+/// bytes, `config` a dict of object_store configuration keys.
+const REMOTE_KEYS: &str = "max_gap, max_request, in_flight, max_retries, retry_timeout, \
+     backoff_initial, backoff_max, timeout, connect_timeout, cache_dir, cache_bytes, \
+     cache_chunk_bytes, no_cache, config";
+
+/// The engine's remote options from Python's `remote=` dict (`None`: defaults).
+pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<RemoteOptions> {
+    let mut o = RemoteOptions::default();
+    let Some(remote) = remote.filter(|r| !r.is_none()) else {
+        return Ok(o);
+    };
+    let dict = remote
+        .cast::<PyDict>()
+        .map_err(|_| PyTypeError::new_err("remote= takes a dict of remote read options"))?;
+    let secs = |v: &Bound<'_, PyAny>, k: &str| -> PyResult<Duration> {
+        let f: f64 = v.extract()?;
+        Duration::try_from_secs_f64(f).map_err(|_| {
+            PyValueError::new_err(format!("remote[{k:?}]: {f} is not a duration in seconds"))
+        })
+    };
+    let mut cache_dir: Option<PathBuf> = None;
+    let mut cache_bytes = CacheOptions::DEFAULT_MAX_BYTES;
+    let mut chunk = CacheOptions::DEFAULT_CHUNK_BYTES;
+    for (k, v) in dict.iter() {
+        let key: String = k.extract()?;
+        match key.as_str() {
+            "max_gap" => o.max_gap = v.extract()?,
+            "max_request" => o.max_request = v.extract()?,
+            "in_flight" => o.in_flight = v.extract()?,
+            "max_retries" => o.max_retries = v.extract()?,
+            "retry_timeout" => o.retry_timeout = secs(&v, &key)?,
+            "backoff_initial" => o.backoff_initial = secs(&v, &key)?,
+            "backoff_max" => o.backoff_max = secs(&v, &key)?,
+            "timeout" => o.timeout = secs(&v, &key)?,
+            "connect_timeout" => o.connect_timeout = secs(&v, &key)?,
+            "cache_dir" => cache_dir = v.extract::<Option<PathBuf>>()?,
+            "cache_bytes" => cache_bytes = v.extract()?,
+            "cache_chunk_bytes" => chunk = v.extract()?,
+            "no_cache" => o.no_cache = v.extract()?,
+            "config" => {
+                let c = v.cast::<PyDict>().map_err(|_| {
+                    PyTypeError::new_err("remote[\"config\"] takes a dict of str to str")
+                })?;
+                for (ck, cv) in c.iter() {
+                    o.config.push((ck.extract()?, cv.extract()?));
+                }
+            }
+            _ => {
+                return Err(PyValueError::new_err(format!(
+                    "remote= has no option {key:?} (options: {REMOTE_KEYS})"
+                )))
+            }
+        }
+    }
+    if o.in_flight == 0 || !(1..=1024).contains(&o.in_flight) {
+        return Err(PyValueError::new_err(
+            "remote[\"in_flight\"] must be in 1..=1024",
+        ));
+    }
+    if let Some(dir) = cache_dir {
+        o.cache = Some(CacheOptions {
+            dir,
+            max_bytes: cache_bytes,
+            chunk_bytes: chunk.max(1),
+        });
+    }
+    Ok(o)
+}
+
+/// `remote_options`' inverse (what a pickle carries).
+pub(crate) fn remote_dict<'py>(py: Python<'py>, o: &RemoteOptions) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("max_gap", o.max_gap)?;
+    d.set_item("max_request", o.max_request)?;
+    d.set_item("in_flight", o.in_flight)?;
+    d.set_item("max_retries", o.max_retries)?;
+    d.set_item("retry_timeout", o.retry_timeout.as_secs_f64())?;
+    d.set_item("backoff_initial", o.backoff_initial.as_secs_f64())?;
+    d.set_item("backoff_max", o.backoff_max.as_secs_f64())?;
+    d.set_item("timeout", o.timeout.as_secs_f64())?;
+    d.set_item("connect_timeout", o.connect_timeout.as_secs_f64())?;
+    d.set_item("no_cache", o.no_cache)?;
+    if let Some(c) = &o.cache {
+        d.set_item("cache_dir", c.dir.clone())?;
+        d.set_item("cache_bytes", c.max_bytes)?;
+        d.set_item("cache_chunk_bytes", c.chunk_bytes)?;
+    }
+    let config = PyDict::new(py);
+    for (k, v) in &o.config {
+        config.set_item(k, v)?;
+    }
+    d.set_item("config", config)?;
+    Ok(d)
+}
+
+/// Opens the engine store at `path`.
+fn open_engine(py: Python<'_>, path: &Path, options: &OpenOptions) -> PyResult<Store> {
+    let mut opts = read_options(&options.backend, options.verify_checksums, options.threads)?;
+    opts.remote = options.remote.clone();
+    py.detach(|| Store::open(path, opts))
+        .map_err(|e| errors::engine(py, e))
+}
+
 /// Opens `path` and checks its layout is the one the caller wants.
 pub(crate) fn open(
     py: Python<'_>,
@@ -115,18 +354,17 @@ pub(crate) fn open(
     backend: &str,
     verify_checksums: bool,
     threads: usize,
+    remote: Option<&Bound<'_, PyAny>>,
     want_ragged: Option<bool>,
 ) -> PyResult<StoreBase> {
-    let backend = Backend::from_str(backend).map_err(PyValueError::new_err)?;
-    let opts = ReadOptions {
-        backend,
+    let options = OpenOptions {
+        backend: backend.to_string(),
         verify_checksums,
         threads,
-        ..ReadOptions::default()
+        remote: remote_options(remote)?,
     };
-    let store = py
-        .detach(|| Store::open(&path, opts))
-        .map_err(|e| errors::engine(py, e))?;
+    let store = open_engine(py, &path, &options)?;
+    let identity = Identity::of_store(py, &path, &store)?;
     let stored = store.stored_schema().clone();
     if let Some(ragged) = want_ragged {
         if stored.schema.is_ragged() != ragged {
@@ -146,11 +384,77 @@ pub(crate) fn open(
     }
     Ok(StoreBase {
         len: store.len(),
-        store: Mutex::new(Some(store)),
+        store: Mutex::new(Slot::Open(store)),
         path,
+        options,
+        identity,
+        descr: resolved_descr(py, &stored),
         stored,
-        descr: PyOnceLock::new(),
     })
+}
+
+/// The store's NumPy dtype, resolved now, while the store is built by one thread with
+/// the GIL held. Left to the first read, a thread resolving it can release the GIL
+/// midway (it calls into NumPy); a fork then would leave the child's copy of the
+/// cell "being initialised" forever, and its first read would wait for it (a child
+/// forked while another thread made the first read hung). A dtype that cannot be
+/// resolved now (ml_dtypes missing) is left to the first read, which raises why.
+fn resolved_descr(py: Python<'_>, stored: &StoreSchema) -> PyOnceLock<Py<PyArrayDescr>> {
+    let cell = PyOnceLock::new();
+    if let Ok(d) = crate::dtype::to_numpy(py, stored.schema.dtype) {
+        let _ = cell.set(py, d.unbind());
+    }
+    if stored.schema.is_ragged() {
+        // The same for the class ragged reads return (an import error surfaces there).
+        let _ = crate::ragged::batch_class(py);
+    }
+    cell
+}
+
+/// What `pickle` calls to rebuild a store: the same path and options, opened lazily
+/// by the first read in the receiving process, which also checks that the file is
+/// still the one that was pickled (`StoreChangedError` otherwise).
+#[pyfunction]
+#[pyo3(name = "_unpickle_store", signature = (path, backend, verify_checksums, threads, identity, schema_json, len, remote = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn unpickle_store(
+    py: Python<'_>,
+    path: PathBuf,
+    backend: String,
+    verify_checksums: bool,
+    threads: usize,
+    identity: (u64, u64, u64, i128),
+    schema_json: &str,
+    len: u64,
+    remote: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let stored = StoreSchema::from_json(schema_json.as_bytes())
+        .map_err(|e| errors::INVALID.err(py, format!("unpickling {}: {e}", path.display())))?;
+    let (dev, ino, size, mtime_ns) = identity;
+    let base = StoreBase {
+        store: Mutex::new(Slot::Pending),
+        path,
+        options: OpenOptions {
+            backend,
+            verify_checksums,
+            threads,
+            remote: remote_options(remote)?,
+        },
+        identity: Identity {
+            dev,
+            ino,
+            size,
+            mtime_ns,
+        },
+        descr: resolved_descr(py, &stored),
+        stored,
+        len,
+    };
+    if base.is_ragged() {
+        Ok(Bound::new(py, ragged_init(base))?.into_any().unbind())
+    } else {
+        Ok(Bound::new(py, dense_init(base))?.into_any().unbind())
+    }
 }
 
 #[pymethods]
@@ -175,6 +479,22 @@ impl StoreBase {
     #[getter]
     fn codec(&self) -> &'static str {
         self.stored.codec.name()
+    }
+
+    /// For a store opened from a URL: what its remote reads cost so far, as a dict
+    /// with the keys `requests` (ranged GETs), `bytes`, `cache_hits` and
+    /// `cache_misses` (chunks of the local cache); `None` for a local store.
+    #[getter]
+    fn remote_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(s) = self.handle(py)?.remote_stats() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("requests", s.requests)?;
+        d.set_item("bytes", s.bytes)?;
+        d.set_item("cache_hits", s.cache_hits)?;
+        d.set_item("cache_misses", s.cache_misses)?;
+        Ok(Some(d))
     }
 
     /// The read backend in use (`"mmap"`, `"pread"`, ...).
@@ -204,21 +524,47 @@ impl StoreBase {
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        matches!(*self.slot(), Slot::Closed)
+    }
+
+    /// Pickles the store by what defines it (path, open options, the file's
+    /// identity and schema), not its open file: the receiving process reopens it on
+    /// first use, so stores cross to `spawn` and `forkserver` workers.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let me = slf.get();
+        let id = me.identity;
+        let args = (
+            // A str, not a pathlib.Path (which would fold a URL's `//`).
+            me.path.as_os_str().to_os_string(),
+            me.options.backend.clone(),
+            me.options.verify_checksums,
+            me.options.threads,
+            (id.dev, id.ino, id.size, id.mtime_ns),
+            me.stored.to_json(),
+            me.len,
+            remote_dict(py, &me.options.remote)?,
+        );
+        let f = py.import("zring._zring")?.getattr("_unpickle_store")?;
+        (f, args).into_pyobject(py).map(Bound::into_any)
     }
 
     /// Checks every record: table entries, checksums, and that compressed records
     /// decode. Raises `CorruptStoreError` naming the first bad record.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
         let store = self.handle(py)?;
-        py.detach(|| store.verify())
-            .map_err(|e| errors::engine(py, e))
+        // Sliced by records (see `interrupt`): a whole-store check can take minutes.
+        let n = usize::try_from(store.len()).unwrap_or(usize::MAX);
+        let cost = |k: usize| k as u64 * interrupt::RECORD_COST;
+        interrupt::run(py, n, cost, interrupt::Plan::read(), |r| {
+            store.verify_range(r.start as u64..r.end as u64)
+        })
+        .map_err(|h| h.into_py(py))
     }
 
-    /// Record count, logical and stored payload bytes, raw records, file size.
+    /// Record count, logical and stored payload bytes, raw records, file size, as a
+    /// dict with the keys `records`, `logical_bytes`, `stored_bytes`, `raw_records`,
+    /// `file_bytes`. Raises `ClosedError` after `close()`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.handle(py)?;
         let s = py
@@ -235,11 +581,7 @@ impl StoreBase {
 
     /// Releases the file (after reads in flight on other threads finish). Idempotent.
     fn close(&self) {
-        let taken = self
-            .store
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let taken = std::mem::replace(&mut *self.slot(), Slot::Closed);
         drop(taken);
     }
 
@@ -299,7 +641,8 @@ const ITER_CHUNK_MAX: u64 = 4096;
 const RAGGED_ITER_CHUNK: u64 = 256;
 
 /// Iterates a store record by record, reading chunks of records per gather; each
-/// record is a view into its chunk.
+/// record is a view into its chunk. Once the store is closed, `next` raises
+/// `ClosedError` (even for records of a chunk already read).
 #[pyclass(module = "zring._zring")]
 pub struct StoreIter {
     store: Py<PyAny>,
@@ -321,13 +664,17 @@ impl StoreIter {
             self.current = None;
             return Ok(None);
         }
+        // A chunk read before `close()` is still in memory, but the docs promise that
+        // every read after `close()` raises: ask the store, not the chunk.
+        let store = self.store.bind(py);
+        store.cast::<StoreBase>()?.get().handle(py)?;
         let i = self.next;
         let (start, chunk) = match &self.current {
             Some((start, chunk)) if i < start + self.chunk_len => (*start, chunk.bind(py).clone()),
             _ => {
                 let end = (i + self.chunk_len).min(self.len);
                 let slice = PySlice::new(py, i as isize, end as isize, 1);
-                let chunk = self.store.bind(py).get_item(slice)?;
+                let chunk = store.get_item(slice)?;
                 self.current = Some((i, chunk.clone().unbind()));
                 (i, chunk)
             }
@@ -366,17 +713,32 @@ pub(crate) fn check_out(
     Ok(())
 }
 
-/// `zring.open(path, ...)`: a `DenseStore` or a `RaggedStore`, whichever the file is.
+/// Opens the store at `path` as a `DenseStore` or a `RaggedStore`, whichever the
+/// file holds.
+///
+/// `open(path, *, backend="auto", verify_checksums=True, threads=0)` takes the
+/// arguments of `DenseStore` and raises its errors (but never `SchemaError` for the
+/// layout).
+///
+/// >>> import os, tempfile, numpy as np, zring
+/// >>> path = os.path.join(tempfile.mkdtemp(), "labels.zr")
+/// >>> with zring.DenseWriter(path, "int64", ()) as w:
+/// ...     w.append(np.array([3, 1, 4]))
+/// range(0, 3)
+/// >>> with zring.open(path) as store:
+/// ...     print(type(store).__name__, store[1], store.codec)
+/// DenseStore 1 zstd
 #[pyfunction]
-#[pyo3(name = "open", signature = (path, *, backend = "auto", verify_checksums = false, threads = 0))]
+#[pyo3(name = "open", signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None))]
 pub fn open_store(
     py: Python<'_>,
     path: PathBuf,
     backend: &str,
     verify_checksums: bool,
     threads: usize,
+    remote: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let base = open(py, path, backend, verify_checksums, threads, None)?;
+    let base = open(py, path, backend, verify_checksums, threads, remote, None)?;
     if base.is_ragged() {
         Ok(Bound::new(py, ragged_init(base))?.into_any().unbind())
     } else {

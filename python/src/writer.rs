@@ -5,13 +5,14 @@
 //! or a writer that is garbage-collected unclosed) publishes nothing.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyRange, PyTuple};
 use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
@@ -19,6 +20,7 @@ use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
 use crate::buffer::data_ptr;
 use crate::errors;
 use crate::input::{as_array, bytes_at, contiguous_bytes};
+use crate::interrupt::{self, Halt, Plan};
 
 /// Where a writer is in its life.
 enum State {
@@ -27,15 +29,100 @@ enum State {
     /// `close()` published this many records.
     Published(u64),
     Aborted,
-    /// `close()` failed with this message; nothing was published.
-    Failed(String),
+    /// `close()` failed with this error (kept whole, so that a later `close()`
+    /// raises the same exception class); nothing was published.
+    Failed(Arc<zring_engine::Error>),
+    /// A signal handler raised during an append, which aborted the writer.
+    Interrupted,
+    /// `close()` was interrupted while publishing: the publish goes on, on a thread
+    /// of its own, which sets `Published` or `Failed` when it ends.
+    Closing,
+}
+
+/// What an append costs per record on top of its bytes (its table entry).
+const APPEND_RECORD_COST: u64 = 64;
+
+/// A number unique to the calling thread among live threads, never 0.
+fn thread_token() -> usize {
+    thread_local!(static TOKEN: u8 = const { 0 });
+    TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// What one append call did.
+enum Appended {
+    Ids(std::ops::Range<u64>),
+    Closed,
+    Failed(zring_engine::Error),
+    Interrupted(PyErr),
+}
+
+/// The `#[pymethods]` block of a writer class: the class's own methods, then those
+/// every writer shares through its `core` (close, abort, closed, path, dtype, len and
+/// the context manager), written once here. `close`'s docstring is the caller's.
+macro_rules! writer_pymethods {
+    ($ty:ident, $(#[$close_doc:meta])* close; { $($own:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($own)*
+
+            $(#[$close_doc])*
+            fn close(&self, py: Python<'_>) -> PyResult<u64> {
+                self.core.close(py)
+            }
+
+            /// Discards the store being written; nothing is published.
+            fn abort(&self, py: Python<'_>) -> PyResult<()> {
+                self.core.abort(py)
+            }
+
+            /// Whether the writer was closed or aborted.
+            #[getter]
+            fn closed(&self, py: Python<'_>) -> bool {
+                self.core.is_closed(py)
+            }
+
+            /// The path the store is published at.
+            #[getter]
+            fn path(&self) -> String {
+                self.core.path.display().to_string()
+            }
+
+            /// The NumPy dtype of the elements.
+            #[getter]
+            fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                Ok(crate::dtype::to_numpy(py, self.core.dtype)?.into_any())
+            }
+
+            fn __len__(&self) -> usize {
+                self.core.count.load(Ordering::Relaxed) as usize
+            }
+
+            fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+                slf
+            }
+
+            #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
+            fn __exit__(
+                &self,
+                py: Python<'_>,
+                exc_type: Option<&Bound<'_, PyAny>>,
+                _exc: Option<&Bound<'_, PyAny>>,
+                _tb: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<bool> {
+                self.core.exit(py, exc_type)
+            }
+        }
+    };
 }
 
 /// The engine writer behind both Python writers.
 struct Core {
-    state: Mutex<State>,
+    /// Shared with the thread that publishes (see `close`).
+    state: Arc<Mutex<State>>,
     /// Records appended (readable without waiting for an append in flight).
     count: AtomicU64,
+    /// The `thread_token` of the thread inside a sliced append, or 0.
+    appender: AtomicUsize,
     dtype: DType,
     path: PathBuf,
 }
@@ -71,8 +158,9 @@ impl Core {
             .detach(|| Writer::create(&path, schema, opts))
             .map_err(|e| errors::engine(py, e))?;
         Ok(Self {
-            state: Mutex::new(State::Open(Box::new(writer))),
+            state: Arc::new(Mutex::new(State::Open(Box::new(writer)))),
             count: AtomicU64::new(0),
+            appender: AtomicUsize::new(0),
             dtype,
             path,
         })
@@ -82,74 +170,143 @@ impl Core {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `f` on the open writer without the GIL; returns the ids appended.
+    /// A `RuntimeError` when this thread is inside this writer's sliced append: a
+    /// signal handler run between slices calling the writer would otherwise wait
+    /// forever for the lock its own append holds.
+    fn check_not_reentered(&self, what: &str) -> PyResult<()> {
+        if self.appender.load(Ordering::Relaxed) == thread_token() {
+            return Err(PyRuntimeError::new_err(format!(
+                "{what} called from a signal handler while this writer's append runs on \
+                 the same thread; raise an exception instead (it aborts the writer)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Appends items `0..n` by calling `f` on the open writer without the GIL, in
+    /// slices that Ctrl-C can stop between (see `interrupt`; `cost(k)` is the cost of
+    /// items `0..k`). `check` runs first on the whole batch, so that a bad tail
+    /// cannot leave its head appended. Returns the ids appended. A signal handler's
+    /// exception aborts the writer (its temporary file is removed) and is raised.
     fn append<'py>(
         &self,
         py: Python<'py>,
-        f: impl FnOnce(&mut Writer) -> zring_engine::Result<std::ops::Range<u64>> + Send,
+        n: usize,
+        cost: impl Fn(usize) -> u64 + Sync,
+        check: impl FnOnce(&Writer) -> zring_engine::Result<()> + Send,
+        mut f: impl FnMut(&mut Writer, Range<usize>) -> zring_engine::Result<()> + Send,
     ) -> PyResult<Bound<'py, PyRange>> {
-        // The lock is taken and released without the GIL, so no thread ever waits for
-        // the GIL while holding it.
-        let ids = py.detach(|| match &mut *self.lock() {
-            State::Open(w) => {
-                let r = f(w);
-                self.count.store(w.len(), Ordering::Relaxed);
-                Some(r)
+        self.check_not_reentered("append()")?;
+        let plan = Plan::append(WriteOptions::default().chunk_bytes as u64);
+        let sliced = interrupt::slicing(py, cost(n), plan);
+        // The state lock is held across the slices (no other call may interleave
+        // records) and only ever taken without the GIL, so the GIL taken between
+        // slices to run signal handlers cannot deadlock with it.
+        let done = py.detach(|| {
+            let mut state = self.lock();
+            let State::Open(w) = &mut *state else {
+                return Appended::Closed;
+            };
+            let first = w.len();
+            if let Err(e) = check(w) {
+                return Appended::Failed(e);
             }
-            _ => None,
+            self.appender.store(thread_token(), Ordering::Relaxed);
+            let r = interrupt::slices(sliced, n, &cost, plan, |r| f(w, r));
+            self.appender.store(0, Ordering::Relaxed);
+            self.count.store(w.len(), Ordering::Relaxed);
+            match r {
+                Ok(()) => Appended::Ids(first..w.len()),
+                Err(Halt::Failed(e)) => Appended::Failed(e),
+                Err(Halt::Signal(e)) => {
+                    if let State::Open(w) = std::mem::replace(&mut *state, State::Interrupted) {
+                        (*w).abort();
+                    }
+                    Appended::Interrupted(e)
+                }
+            }
         });
-        match ids {
-            None => Err(self.closed(py)),
-            Some(Err(e)) => Err(errors::engine(py, e)),
-            Some(Ok(r)) => PyRange::new(py, r.start as isize, r.end as isize),
+        match done {
+            Appended::Ids(r) => PyRange::new(py, r.start as isize, r.end as isize),
+            Appended::Closed => Err(self.closed(py)),
+            Appended::Failed(e) => Err(errors::engine(py, e)),
+            Appended::Interrupted(e) => Err(e),
         }
     }
 
+    /// The `ClosedError` for a call on a writer that is no longer open.
     fn closed(&self, py: Python<'_>) -> PyErr {
-        let how = match &*self.lock() {
+        let how = py.detach(|| match &*self.lock() {
             State::Aborted => "was aborted",
+            State::Interrupted => "was aborted by an interrupted append",
             State::Failed(_) => "failed to publish",
             _ => "is closed",
-        };
+        });
         errors::CLOSED.err(py, format!("writer of {} {how}", self.path.display()))
     }
 
     /// Publishes the store and returns its record count. Calling it again returns the
     /// same count; after `abort()` it raises `ClosedError`, after a failed close the
     /// first error again.
+    ///
+    /// The publish (its fsyncs) runs on a thread of its own that Ctrl-C does not wait
+    /// for: `KeyboardInterrupt` arrives at once, the publish completes in the
+    /// background, and a later `close()` waits for it and returns its count (or
+    /// raises its error).
     fn close(&self, py: Python<'_>) -> PyResult<u64> {
-        let result = py.detach(|| {
+        self.check_not_reentered("close()")?;
+        let taken = py.detach(|| {
             let mut state = self.lock();
-            match std::mem::replace(&mut *state, State::Aborted) {
-                State::Open(w) => {
-                    let r = (*w).close();
-                    *state = match &r {
-                        Ok(n) => State::Published(*n),
-                        Err(e) => State::Failed(e.to_string()),
-                    };
-                    Some(r)
-                }
+            match std::mem::replace(&mut *state, State::Closing) {
+                State::Open(w) => Some(w),
                 other => {
                     *state = other;
                     None
                 }
             }
         });
-        match result {
-            Some(r) => r.map_err(|e| errors::engine(py, e)),
+        match taken {
+            Some(w) => {
+                let state = Arc::clone(&self.state);
+                let r = interrupt::wait_for_thread(py, "wclose", move || {
+                    let r = (*w).close().map_err(Arc::new);
+                    *state.lock().unwrap_or_else(PoisonError::into_inner) = match &r {
+                        Ok(n) => State::Published(*n),
+                        Err(e) => State::Failed(Arc::clone(e)),
+                    };
+                    r
+                })?;
+                r.map_err(|e| errors::engine_with(py, &e, e.to_string()))
+            }
             None => {
-                // Read the state, then release the lock before building the error
-                // (`closed` takes it again).
-                let (published, failed) = match &*self.lock() {
+                // An interrupted close may still be publishing: wait for it.
+                interrupt::wait(py, |limit| {
+                    let end = std::time::Instant::now() + limit;
+                    loop {
+                        if !matches!(*self.lock(), State::Closing) {
+                            return Some(());
+                        }
+                        if std::time::Instant::now() >= end {
+                            return None;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                })?;
+                // Read the state (without the GIL, like every use of the lock), then
+                // release the lock before building the error (`closed` takes it again).
+                let (published, failed) = py.detach(|| match &*self.lock() {
                     State::Published(n) => (Some(*n), None),
-                    State::Failed(msg) => (None, Some(msg.clone())),
+                    State::Failed(e) => (None, Some(Arc::clone(e))),
                     _ => (None, None),
-                };
+                });
                 match (published, failed) {
                     (Some(n), _) => Ok(n),
-                    (_, Some(msg)) => Err(errors::POISONED.err(
+                    // The same class as the failure itself (an interrupted close
+                    // never raised it; a repeated one raises it again).
+                    (_, Some(e)) => Err(errors::engine_with(
                         py,
-                        format!("{}: closing failed earlier: {msg}", self.path.display()),
+                        &e,
+                        format!("{}: closing failed earlier: {e}", self.path.display()),
                     )),
                     _ => Err(self.closed(py)),
                 }
@@ -159,7 +316,8 @@ impl Core {
 
     /// Discards everything written; nothing is published. Idempotent, and a no-op
     /// after a successful `close()`.
-    fn abort(&self, py: Python<'_>) {
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_not_reentered("abort()")?;
         py.detach(|| {
             let mut state = self.lock();
             if matches!(*state, State::Open(_)) {
@@ -168,15 +326,20 @@ impl Core {
                 }
             }
         });
+        Ok(())
     }
 
-    fn is_closed(&self) -> bool {
-        !matches!(*self.lock(), State::Open(_))
+    fn is_closed(&self, py: Python<'_>) -> bool {
+        // Inside its own append (a signal handler) the writer is open.
+        if self.appender.load(Ordering::Relaxed) == thread_token() {
+            return false;
+        }
+        py.detach(|| !matches!(*self.lock(), State::Open(_)))
     }
 
     fn exit(&self, py: Python<'_>, exc_type: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
         match exc_type {
-            Some(t) if !t.is_none() => self.abort(py),
+            Some(t) if !t.is_none() => self.abort(py)?,
             _ => {
                 self.close(py)?;
             }
@@ -194,17 +357,48 @@ fn parse_item_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     })
 }
 
-/// Builds a dense store: `append` batches of shape `(n, *item_shape)`.
+/// Builds a dense store: `append` batches of shape `(n, *item_shape)`, then
+/// `close()` publishes the file atomically.
+///
+/// `DenseWriter(path, dtype, item_shape, codec="zstd", level=3, dict_bytes=None,
+/// overwrite=False, *, align=8, threads=0, metadata=None)`
+///
+/// - `dtype`: the element type (a NumPy dtype or name; `"bfloat16"` and the float8
+///   names work without ml_dtypes). `item_shape`: one record's shape (`()` for
+///   scalars, or one int).
+/// - `codec`: `"raw"`, `"zstd"` or `"zstd-dict"` (with `dict_bytes` from
+///   `train_dict`); `level`: the zstd level.
+/// - `overwrite`: replace an existing file (otherwise `StoreExistsError`).
+/// - `align`: byte alignment of every record in the file; `threads`: compression
+///   threads (`0`: all cores); `metadata`: string pairs stored with the schema.
+///
+/// Used in `with`, the store is published when the block ends normally and
+/// discarded when it raises. Nothing exists at `path` until `close()` returns.
+/// Raises `TypeError` for a dtype zring cannot store, `ZringError` subclasses for
+/// bad options (`InvalidArgumentError`, `CodecError`) and I/O failures.
+///
+/// >>> import os, tempfile, numpy as np, zring
+/// >>> path = os.path.join(tempfile.mkdtemp(), "images.zr")
+/// >>> with zring.DenseWriter(path, "uint8", (2, 2), codec="zstd") as w:
+/// ...     print(w.append(np.zeros((5, 2, 2), np.uint8)), len(w))
+/// range(0, 5) 5
+/// >>> len(zring.DenseStore(path))
+/// 5
 #[pyclass(frozen, module = "zring._zring")]
 pub struct DenseWriter {
     core: Core,
     item_shape: Vec<usize>,
 }
 
-#[pymethods]
-impl DenseWriter {
+writer_pymethods! {
+    DenseWriter,
+    /// Publishes the store and returns its record count (idempotent). Raises
+    /// `ClosedError` after `abort()`, `WriterPoisonedError` if publishing failed
+    /// earlier, and the I/O error if publishing fails now.
+    close;
+    {
     #[new]
-    #[pyo3(signature = (path, dtype, item_shape, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None))]
+    #[pyo3(signature = (path, dtype, item_shape, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None), text_signature = "(path, dtype, item_shape, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -238,7 +432,9 @@ impl DenseWriter {
     }
 
     /// Appends a batch of shape `(n, *item_shape)` of the store's dtype, C-contiguous:
-    /// a NumPy array, a DLPack CPU tensor or a buffer. Returns the new records' ids.
+    /// a NumPy array, a DLPack CPU tensor or a buffer. Returns the new records' ids
+    /// (a `range`). Raises `ValueError` for a wrong shape, `TypeError` for a wrong
+    /// dtype, `ClosedError` once closed or aborted.
     fn append<'py>(
         &self,
         py: Python<'py>,
@@ -262,74 +458,67 @@ impl DenseWriter {
             )));
         }
         let bytes = contiguous_bytes(&arr, self.core.dtype, "batch")?;
-        self.core.append(py, |w| {
-            // SAFETY: `arr` (bound in this frame) keeps the array alive during the call.
-            w.append_dense(unsafe { bytes_at(bytes) })
-        })
+        // SAFETY: `arr` (bound in this frame) keeps the array alive during the call.
+        let bytes = unsafe { bytes_at(bytes) };
+        let width: usize = want.iter().product::<usize>() * self.core.dtype.itemsize();
+        let n = shape[0];
+        if width == 0 {
+            return self.core.append(
+                py,
+                n,
+                |_| 0,
+                |_| Ok(()),
+                |w, _| w.append_dense(bytes).map(drop),
+            );
+        }
+        let cost = |k: usize| (k * width) as u64 + k as u64 * APPEND_RECORD_COST;
+        self.core.append(
+            py,
+            n,
+            cost,
+            |_| Ok(()),
+            |w, r| {
+                w.append_dense(&bytes[r.start * width..r.end * width])
+                    .map(drop)
+            },
+        )
     }
 
-    /// Publishes the store and returns its record count (idempotent).
-    fn close(&self, py: Python<'_>) -> PyResult<u64> {
-        self.core.close(py)
-    }
-
-    /// Discards the store being written; nothing is published.
-    fn abort(&self, py: Python<'_>) {
-        self.core.abort(py)
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.core.is_closed()
-    }
-
-    #[getter]
-    fn path(&self) -> String {
-        self.core.path.display().to_string()
-    }
-
+    /// The shape of one record.
     #[getter]
     fn item_shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, &self.item_shape)
     }
 
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(crate::dtype::to_numpy(py, self.core.dtype)?.into_any())
-    }
-
-    fn __len__(&self) -> usize {
-        self.core.count.load(Ordering::Relaxed) as usize
-    }
-
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.core.exit(py, exc_type)
     }
 }
 
 /// Builds a ragged store of `ndim`-dimensional records: `append` a `RaggedBatch` or a
-/// list of arrays.
+/// list of arrays, then `close()` publishes the file atomically.
+///
+/// `RaggedWriter(path, dtype, ndim=1, codec="zstd", level=3, dict_bytes=None,
+/// overwrite=False, *, align=8, threads=0, metadata=None)` takes the options of
+/// `DenseWriter`, with `ndim` (the dimensions of every record) for `item_shape`.
+///
+/// >>> import os, tempfile, numpy as np, zring
+/// >>> path = os.path.join(tempfile.mkdtemp(), "tokens.zr")
+/// >>> with zring.RaggedWriter(path, np.int32, 1, codec="raw") as w:
+/// ...     w.append([np.arange(3, dtype=np.int32), np.arange(5, dtype=np.int32)])
+/// range(0, 2)
 #[pyclass(frozen, module = "zring._zring")]
 pub struct RaggedWriter {
     core: Core,
     ndim: usize,
 }
 
-#[pymethods]
-impl RaggedWriter {
+writer_pymethods! {
+    RaggedWriter,
+    /// Publishes the store and returns its record count (idempotent); raises as
+    /// `DenseWriter.close` does.
+    close;
+    {
     #[new]
-    #[pyo3(signature = (path, dtype, ndim = 1, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None))]
+    #[pyo3(signature = (path, dtype, ndim = 1, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None), text_signature = "(path, dtype, ndim=1, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -359,7 +548,9 @@ impl RaggedWriter {
     }
 
     /// Appends records: a `RaggedBatch` (values, cu_seqlens, shapes) or a list of
-    /// arrays of the store's dtype and ndim (each non-empty). Returns their ids.
+    /// arrays of the store's dtype and ndim (empty ones too: a 0 dim). Returns their
+    /// ids (a `range`). Raises `ValueError` for a record of the wrong ndim,
+    /// `TypeError` for a wrong dtype, `ClosedError` once closed or aborted.
     fn append<'py>(
         &self,
         py: Python<'py>,
@@ -377,51 +568,12 @@ impl RaggedWriter {
         )))
     }
 
-    fn close(&self, py: Python<'_>) -> PyResult<u64> {
-        self.core.close(py)
-    }
-
-    fn abort(&self, py: Python<'_>) {
-        self.core.abort(py)
-    }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.core.is_closed()
-    }
-
-    #[getter]
-    fn path(&self) -> String {
-        self.core.path.display().to_string()
-    }
-
+    /// Dimensions of every record.
     #[getter]
     fn ndim(&self) -> usize {
         self.ndim
     }
 
-    #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(crate::dtype::to_numpy(py, self.core.dtype)?.into_any())
-    }
-
-    fn __len__(&self) -> usize {
-        self.core.count.load(Ordering::Relaxed) as usize
-    }
-
-    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
-        slf
-    }
-
-    #[pyo3(signature = (exc_type = None, _exc = None, _tb = None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.core.exit(py, exc_type)
     }
 }
 
@@ -446,10 +598,31 @@ impl RaggedWriter {
             .map(u32::try_from)
             .collect::<Result<Vec<u32>, _>>()
             .map_err(|_| PyValueError::new_err("shapes must hold dims between 0 and 2^32 - 1"))?;
-        self.core.append(py, |w| {
-            // SAFETY: `values` (bound in this frame) keeps the array alive.
-            w.append_ragged(unsafe { bytes_at(bytes) }, &cu, &shapes)
-        })
+        // SAFETY: `values` (bound in this frame) keeps the array alive.
+        let values = unsafe { bytes_at(bytes) };
+        let n = cu.len().saturating_sub(1);
+        let itemsize = self.core.dtype.itemsize();
+        let ndim = self.ndim;
+        // Offsets are only trusted for slicing once `check` has accepted them.
+        let cost = |k: usize| {
+            let elems = cu.get(k).copied().unwrap_or(0);
+            elems.saturating_mul(itemsize as u64) + k as u64 * APPEND_RECORD_COST
+        };
+        let mut part_cu = Vec::new();
+        self.core.append(
+            py,
+            n,
+            cost,
+            |w| w.check_ragged(values.len(), &cu, &shapes),
+            |w, r| {
+                let (a, b) = (cu[r.start] as usize, cu[r.end] as usize);
+                part_cu.clear();
+                part_cu.extend(cu[r.start..=r.end].iter().map(|&c| c - cu[r.start]));
+                let dims = &shapes[r.start * ndim..r.end * ndim];
+                w.append_ragged(&values[a * itemsize..b * itemsize], &part_cu, dims)
+                    .map(drop)
+            },
+        )
     }
 
     /// Packs a list of arrays into one values buffer and appends it.
@@ -473,12 +646,6 @@ impl RaggedWriter {
                     self.ndim
                 )));
             }
-            if a.is_empty() {
-                return Err(PyValueError::new_err(format!(
-                    "record {k} is empty (shape {:?}); ragged records hold at least one element",
-                    a.shape()
-                )));
-            }
             if !a.is_c_contiguous() {
                 a = np
                     .call_method1("ascontiguousarray", (&a,))?
@@ -495,15 +662,47 @@ impl RaggedWriter {
             parts.push(part);
             arrays.push(a);
         }
-        self.core.append(py, |w| {
-            let total: usize = parts.iter().map(|p| p.1).sum();
-            let mut values = Vec::with_capacity(total);
-            for &p in &parts {
-                // SAFETY: `arrays` (alive in the enclosing frame) keeps every record alive.
-                values.extend_from_slice(unsafe { bytes_at(p) });
-            }
-            w.append_ragged(&values, &cu, &shapes)
-        })
+        // SAFETY: `arrays` (alive in this frame) keeps every record alive.
+        let parts: Vec<&[u8]> = parts.into_iter().map(|p| unsafe { bytes_at(p) }).collect();
+        let n = parts.len();
+        let ndim = self.ndim;
+        let itemsize = self.core.dtype.itemsize() as u64;
+        let cost = |k: usize| cu[k] * itemsize + k as u64 * APPEND_RECORD_COST;
+        // Each slice packs its own records into one values buffer, so memory beyond
+        // the records themselves is one slice, not the whole batch.
+        let mut values: Vec<u8> = Vec::new();
+        let mut part_cu = Vec::new();
+        self.core.append(
+            py,
+            n,
+            cost,
+            |_| Ok(()),
+            |w, r| {
+                let bytes = (cu[r.end] - cu[r.start]) * itemsize;
+                values.clear();
+                values
+                    .try_reserve_exact(usize::try_from(bytes).unwrap_or(usize::MAX))
+                    .map_err(|e| out_of_memory(bytes, e))?;
+                for p in &parts[r.clone()] {
+                    values.extend_from_slice(p);
+                }
+                part_cu.clear();
+                part_cu.extend(cu[r.start..=r.end].iter().map(|&c| c - cu[r.start]));
+                w.append_ragged(&values, &part_cu, &shapes[r.start * ndim..r.end * ndim])
+                    .map(drop)
+            },
+        )
+    }
+}
+
+/// The engine error for a values buffer of `bytes` that cannot be allocated
+/// (raised as `MemoryError`).
+fn out_of_memory(bytes: u64, refusal: std::collections::TryReserveError) -> zring_engine::Error {
+    zring_engine::Error::OutOfMemory {
+        what: zring_engine::Allocation::AppendValues,
+        bytes,
+        path: None,
+        source: Some(zring_engine::AllocFailure::Reserve(refusal)),
     }
 }
 

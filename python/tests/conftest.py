@@ -28,7 +28,14 @@ PLAIN_DTYPES = [
     "complex64",
     "complex128",
 ]
-ML_DTYPES = ["bfloat16", "float8_e4m3fn", "float8_e5m2"]
+ML_DTYPES = [
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+]
 ALL_DTYPES = PLAIN_DTYPES + ML_DTYPES
 CODECS = ["raw", "zstd", "zstd-dict"]
 

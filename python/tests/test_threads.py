@@ -1,5 +1,7 @@
-"""Gathers, appends and loader waits release the GIL: Python threads keep running
-while the engine works, and concurrent gathers return correct data."""
+"""Every long call releases the GIL (gathers with and without `out=`, ragged reads,
+appends, writer close, verify, dictionary training, loader waits and seek): another
+Python thread makes progress while it runs, shown by an event rather than a timing.
+Concurrent gathers return correct data."""
 
 import sys
 import threading
@@ -12,54 +14,50 @@ import zring
 from conftest import write_dense
 
 
-class Counter:
-    """A Python thread that counts as fast as it can until stopped."""
+class Bystander:
+    """A second Python thread that counts, yielding the GIL after every step.
+
+    With the interpreter's switch interval made enormous, the thread that holds the GIL
+    is never forced to hand it over: the bystander then runs only while another
+    thread has released the GIL of its own accord. So if its count moves while `fn`
+    runs, `fn` released the GIL (an event, not a timing), and if `fn` holds the GIL
+    throughout, the count cannot move at all."""
 
     def __init__(self):
         self.n = 0
-        self._stop = threading.Event()
+        self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        while not self._stop.is_set():
+        while not self._stop:
             self.n += 1
+            time.sleep(0)  # hands the GIL back to a thread that wants it
 
-    def __enter__(self):
+    def progress_during(self, fn):
+        old = sys.getswitchinterval()
         self._thread.start()
         while self.n == 0:
             time.sleep(0.001)
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
-def progress_during(fn):
-    """(Python steps the counter made while `fn` ran, seconds fn took)."""
-    with Counter() as c:
-        before = c.n
-        t0 = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - t0
-        after = c.n
-    return after - before, elapsed
+        sys.setswitchinterval(1000.0)
+        try:
+            before = self.n
+            fn()
+            return self.n - before
+        finally:
+            sys.setswitchinterval(old)
+            self._stop = True
+            self._thread.join()
 
 
-def free_running_share(fn):
-    """How fast a Python thread counts while `fn` runs, as a share of how fast it
-    counts while the main thread sleeps. Near 0 if `fn` holds the GIL (the counter
-    only runs in the switch windows at its start and end, made tiny here), near 1
-    (or 1/2 with one spare core) if `fn` releases it."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.0002)
-    try:
-        steps, elapsed = progress_during(lambda: time.sleep(0.05))
-        rate = steps / elapsed
-        steps, elapsed = progress_during(fn)
-        return steps / elapsed / rate, elapsed
-    finally:
-        sys.setswitchinterval(old)
+def progress_while(fn):
+    return Bystander().progress_during(fn)
+
+
+def test_the_bystander_cannot_run_while_the_gil_is_held():
+    """The check itself: a call that holds the GIL shows no progress, one that
+    releases it does."""
+    assert progress_while(lambda: sum(range(2_000_000))) == 0
+    assert progress_while(lambda: time.sleep(0.02)) > 0
 
 
 @pytest.fixture(scope="module")
@@ -74,30 +72,26 @@ def big(tmp_path_factory):
 
 
 def test_a_gather_lets_other_python_threads_run(big):
-    path, _ = big
+    path, data = big
     store = zring.DenseStore(path, threads=1)
     idx = np.tile(np.arange(300), 4)
-    store[idx[:10]]
-    share, elapsed = free_running_share(lambda: store[idx])
-    assert elapsed > 0.01
-    assert share > 0.2, (share, elapsed)
+    got = []
+    assert progress_while(lambda: got.append(store[idx])) > 0
+    np.testing.assert_array_equal(got[0][-300:], data)
 
 
 def test_an_append_lets_other_python_threads_run(tmp_path, big):
     _, data = big
     big_batch = np.concatenate([data] * 3)
     with zring.DenseWriter(tmp_path / "w.zr", "uint8", data.shape[1:], codec="zstd", level=5, threads=1) as w:
-        share, elapsed = free_running_share(lambda: w.append(big_batch))
-    assert elapsed > 0.01
-    assert share > 0.2, (share, elapsed)
+        assert progress_while(lambda: w.append(big_batch)) > 0
 
 
 def test_waiting_for_a_loader_step_lets_other_threads_run(big):
     path, _ = big
     store = zring.DenseStore(path, threads=1)
     with zring.Loader({"x": [store]}, zring.Sampler(300, 256, "iid"), workers=1, prefetch=1) as loader:
-        share, elapsed = free_running_share(lambda: [next(loader) for _ in range(8)])
-    assert share > 0.2, (share, elapsed)
+        assert progress_while(lambda: [next(loader) for _ in range(8)]) > 0
 
 
 def test_concurrent_gathers_from_python_threads_are_correct(big):
@@ -128,8 +122,66 @@ def test_rust_timing_helpers_of_the_benchmark_run(big):
     path, _ = big
     store = zring.DenseStore(path, threads=1)
     batches = [np.arange(8), np.array([3, 3, 299])]
+    # A smoke test of the helpers the benchmark script calls: one figure per batch.
+    # What they measure is checked by the benchmarks' check mode, not here.
     wall = zring._zring._bench_gather(store, batches)
     cpu = zring._zring._bench_gather(store, batches, thread_cpu=True)
-    assert len(wall) == len(cpu) == 2 and all(t > 0 for t in wall + cpu)
-    seconds = zring._zring._bench_loader({"x": [store]}, zring.Sampler(300, 8, "iid"), 5, workers=1, prefetch=2)
-    assert seconds > 0
+    assert len(wall) == len(cpu) == 2
+    zring._zring._bench_loader({"x": [store]}, zring.Sampler(300, 8, "iid"), 5, workers=1, prefetch=2)
+
+
+# Every long call releases the GIL while the engine works (docs/python.md).
+
+
+def test_gather_with_out_releases_the_gil(big):
+    path, data = big
+    store = zring.DenseStore(path, threads=1)
+    idx = np.tile(np.arange(300), 2)
+    out = np.empty((len(idx), data.shape[1]), np.uint8)
+    assert progress_while(lambda: store.gather(idx, out=out)) > 0
+    np.testing.assert_array_equal(out, data[idx])
+
+
+def test_verify_releases_the_gil(big):
+    path, _ = big
+    store = zring.DenseStore(path, threads=1)
+    assert progress_while(store.verify) > 0
+
+
+def test_ragged_reads_release_the_gil(tmp_path, big):
+    _, data = big
+    records = [data[i, : 4096 * (1 + i % 16)] for i in range(300)]
+    path = tmp_path / "r.zr"
+    with zring.RaggedWriter(path, "uint8", codec="zstd") as w:
+        w.append(records)
+    store = zring.RaggedStore(path, threads=1)
+    idx = np.tile(np.arange(300), 2)
+    got = []
+    assert progress_while(lambda: got.append(store[idx])) > 0
+    for k in (0, 299, 599):
+        np.testing.assert_array_equal(got[0][k], records[idx[k]])
+
+
+def test_writer_close_releases_the_gil(tmp_path, big):
+    _, data = big
+    w = zring.DenseWriter(tmp_path / "c.zr", "uint8", data.shape[1:], codec="raw")
+    w.append(np.concatenate([data] * 2))  # 38 MiB for close's fsync
+    assert progress_while(w.close) > 0
+    assert len(zring.DenseStore(tmp_path / "c.zr")) == 600
+
+
+def test_dictionary_training_releases_the_gil(big):
+    path, data = big
+    store = zring.DenseStore(path, threads=1)
+    records = [data[i] for i in range(300)]
+    assert progress_while(lambda: zring.train_dict(store, size=16384)) > 0
+    assert progress_while(lambda: zring.train_dict(records, size=16384)) > 0
+
+
+def test_loader_seek_releases_the_gil(big):
+    path, _ = big
+    store = zring.DenseStore(path, threads=1)
+    with zring.Loader({"x": [store]}, zring.Sampler(300, 64, "iid"), workers=1, prefetch=2) as loader:
+        next(loader)
+        assert progress_while(lambda: loader.seek(5)) > 0
+        assert next(loader)[0]["x"].shape == (64, 65536)

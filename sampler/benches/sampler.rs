@@ -12,11 +12,37 @@ use zring_sampler::{Mode, Sampler};
 const N: u64 = 1_000_000;
 const BATCHES: [usize; 3] = [256, 1024, 8192];
 
+/// Before timing: `fill` writes what the sampler promises. Every index is in range and
+/// equals `batch(step)`; sequential steps are consecutive; a cyclic epoch's steps never
+/// repeat an index.
+fn check(sampler: &Sampler, mode: Mode, batch: usize) {
+    let steps = (N as usize / batch).min(32) as u64;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = vec![0u64; batch];
+    for step in 0..steps {
+        sampler.fill(step, &mut out).expect("right length");
+        assert_eq!(out, sampler.batch(step), "{mode:?} fill and batch differ");
+        assert!(out.iter().all(|&i| i < N), "{mode:?}: index out of range");
+        match mode {
+            Mode::Sequential => {
+                let first = step * batch as u64;
+                assert!(out
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &i)| i == (first + k as u64) % N));
+            }
+            Mode::Cyclic => assert!(out.iter().all(|&i| seen.insert(i)), "cyclic repeat"),
+            _ => {}
+        }
+    }
+}
+
 fn bench_modes(c: &mut Criterion) {
     for mode in [Mode::Iid, Mode::Cyclic, Mode::Sequential] {
         let mut group = c.benchmark_group(mode.as_str());
         for batch in BATCHES {
             let sampler = Sampler::new(N, batch, mode, 0x5eed).expect("valid sampler");
+            check(&sampler, mode, batch);
             let mut out = vec![0u64; batch];
             let mut step = 0u64;
             group.throughput(Throughput::Elements(batch as u64));

@@ -172,6 +172,11 @@ impl<const R: usize> Feistel<R> {
         self.fill_lanes(first, out);
     }
 
+    /// [`Feistel::fill`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The running CPU must support AVX2 (`is_x86_feature_detected!("avx2")`);
+    /// executing AVX2 instructions on one that does not is undefined behaviour.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn fill_avx2(&self, first: u64, out: &mut [u64]) {

@@ -153,6 +153,10 @@ fn reduce_fast(n: u32, words: &[u64], out: &mut [u64]) -> u32 {
 }
 
 /// `reduce` compiled for AVX2 (4 multiplies per instruction); same output.
+///
+/// # Safety
+/// The running CPU must support AVX2 (`is_x86_feature_detected!("avx2")`);
+/// executing AVX2 instructions on one that does not is undefined behaviour.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn reduce_avx2(n: u32, words: &[u64], out: &mut [u64]) -> u32 {

@@ -118,10 +118,17 @@
 //! does not depend on it. Measured numbers are in
 //! `docs/benchmarks-sampler.md`.
 
+#![deny(unsafe_code)]
+
 mod cyclic;
 mod error;
+// The permutation's AVX2 build: `unsafe` only to call a `#[target_feature]`
+// function after checking the CPU has the feature (see `Feistel::fill`).
+#[allow(unsafe_code)]
 mod feistel;
 mod hash;
+// The i.i.d. reduction's AVX2 build: the same pattern (see `reduce_fast`).
+#[allow(unsafe_code)]
 mod iid;
 mod mode;
 mod sampler;

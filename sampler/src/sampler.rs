@@ -157,16 +157,25 @@ impl Sampler {
         self.world
     }
 
-    /// `fill` without the length check, for callers that sized `out` themselves.
-    fn fill_exact(&self, step: u64, out: &mut [u64]) {
-        // Positions are u128: the largest, (2^64 - 1) * B + B - 1, is below
-        // 2^128, so no step can overflow or alias another.
-        let p0 = u128::from(step) * self.batch as u128 + (self.rank * self.local) as u128;
+    /// Writes the indices at positions `p0, p0 + 1, ...` of the sequence every
+    /// batch is cut from (batch `t` of rank `r` holds positions
+    /// `t * B + r * B / world ..`), whatever the batch size, rank or step: for
+    /// callers that cut the same sequence differently (epochs of `len` positions,
+    /// a last partial batch).
+    pub fn fill_positions(&self, p0: u128, out: &mut [u64]) {
         match self.mode {
             Mode::Sequential => sequential::fill(self.len, p0, out),
             Mode::Iid => iid::fill(self.len, self.seed, p0, out),
             Mode::Cyclic => cyclic::fill(self.len, self.seed, p0, out),
         }
+    }
+
+    /// `fill` without the length check, for callers that sized `out` themselves.
+    fn fill_exact(&self, step: u64, out: &mut [u64]) {
+        // Positions are u128: the largest, (2^64 - 1) * B + B - 1, is below
+        // 2^128, so no step can overflow or alias another.
+        let p0 = u128::from(step) * self.batch as u128 + (self.rank * self.local) as u128;
+        self.fill_positions(p0, out);
     }
 
     /// The counter wraps after step 2^64 - 1 instead of panicking, which

@@ -169,7 +169,7 @@ fn large_dataset_sampled_injectivity_and_range() {
     let n = (1u64 << 40) + 3;
     let runs = cyclic(n, 1000, 21);
     let single = cyclic(n, 1, 21);
-    let mut rng = TestRng(5);
+    let mut rng = TestRng::from_state(5);
     let mut values = Vec::with_capacity(100_000);
     for _ in 0..50 {
         let start = rng.next_u64() % (n - 1000);
@@ -206,7 +206,7 @@ fn large_dataset_sampled_injectivity_and_range() {
 fn large_dataset_is_injective_on_distinct_offsets() {
     let n = (1u64 << 40) + 3;
     let s = cyclic(n, 1, 33);
-    let mut rng = TestRng(6);
+    let mut rng = TestRng::from_state(6);
     let offsets: HashSet<u64> = (0..20_000).map(|_| rng.next_u64() % n).collect();
     let images: HashSet<u64> = offsets.iter().map(|&o| s.batch(o)[0]).collect();
     assert_eq!(images.len(), offsets.len());

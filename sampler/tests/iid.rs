@@ -141,7 +141,7 @@ fn draws_are_uniform() {
 #[test]
 fn modulo_reduction_fails_the_same_test() {
     let n = 3u64 << 62;
-    let mut rng = TestRng(2024);
+    let mut rng = TestRng::from_state(2024);
     let values: Vec<u64> = (0..1 << 16).map(|_| rng.next_u64() % n).collect();
     let (o, e) = buckets16(&values, n);
     let stat = chi_square(&o, &e);

@@ -1,12 +1,25 @@
 //! The report of `zring bench`: pretty text for people, JSON for scripts. Every
 //! figure's name carries its unit.
 
+use std::path::PathBuf;
+
 use serde_json::{json, Value};
 use zring_engine::Backend;
 
-use super::bench::{write_json, BenchArgs, BenchMode, RunResult};
+use super::bench::{fio_ran, write_json, BenchArgs, BenchMode, RunResult};
+use super::bench_fio::{FioOutcome, FioWrite};
+use super::measure::CopyBaseline;
 use super::output::{bytes, count, rate, MIB};
 use super::synth::WriteReport;
+
+/// What "logical" means in every report.
+pub const LOGICAL: &str =
+    "logical MiB/s: record bytes delivered to the caller (decoded, as the arrays hold them)";
+/// What "physical" means in every report.
+pub const PHYSICAL: &str =
+    "physical MiB/s: bytes read from the store file (as stored: compressed, without padding)";
+/// Other processes busier than this (cores) make the figures suspect.
+const BUSY_OTHERS: f64 = 0.25;
 
 /// Everything one bench run measured.
 pub struct Report<'a> {
@@ -14,52 +27,123 @@ pub struct Report<'a> {
     /// `info --json` of the store.
     pub store: Value,
     pub synthetic: bool,
+    /// `--replay`: the store whose record sizes the synthetic one has.
+    pub replayed: Option<PathBuf>,
     /// The backend the store resolved `--backend` to.
     pub backend: Backend,
     pub write: Option<WriteReport>,
     /// Records compared with the source before timing.
     pub checked: u64,
     pub result: RunResult,
-    /// Single-thread memcpy of the bytes of one batch (gather mode).
-    pub memcpy_bytes_per_s: Option<f64>,
-    /// The same memcpy split over every core (the warm-cache limit).
-    pub memcpy_all_bytes_per_s: Option<f64>,
+    /// Copying the same records out of the page cache (warm raw stores).
+    pub copy: Option<CopyBaseline>,
     /// Single-thread zstd decode of the store's own records, logical bytes/s
     /// (compressed stores).
     pub decode_bytes_per_s: Option<f64>,
-    /// The machine's 1-minute load average after the run.
-    pub load_average: Option<f64>,
+    /// `--compare fio`.
+    pub fio: Option<FioOutcome>,
+    /// `--compare fio` after writing a synthetic store: the disk's sequential write.
+    pub fio_write: Option<FioWrite>,
 }
 
 fn cores() -> usize {
     zring_platform::cpu::available_cores()
 }
 
+/// Rates of one result.
+fn records_per_s(r: &RunResult) -> f64 {
+    r.records as f64 / r.timed_seconds.max(1e-9)
+}
+
+fn logical_mib_per_s(r: &RunResult) -> f64 {
+    r.logical_bytes as f64 / MIB / r.timed_seconds.max(1e-9)
+}
+
+fn physical_mib_per_s(r: &RunResult) -> f64 {
+    r.physical_bytes as f64 / MIB / r.timed_seconds.max(1e-9)
+}
+
+fn latency_us(r: &RunResult, q: f64) -> Option<f64> {
+    r.latency_ns.quantile(q).map(|ns| ns as f64 / 1e3)
+}
+
+/// The figures of one result (the whole run, or one job).
+fn result_json(r: &RunResult) -> Value {
+    let h = &r.latency_ns;
+    json!({
+        "ops": r.ops,
+        "records": r.records,
+        "logical_bytes": r.logical_bytes,
+        "physical_bytes": r.physical_bytes,
+        "timed_seconds": r.timed_seconds,
+        "wall_seconds": r.wall_seconds,
+        "records_per_s": records_per_s(r),
+        "logical_mib_per_s": logical_mib_per_s(r),
+        "physical_mib_per_s": physical_mib_per_s(r),
+        "latency_us_p50": latency_us(r, 0.5),
+        "latency_us_p90": latency_us(r, 0.9),
+        "latency_us_p99": latency_us(r, 0.99),
+        "latency_us_p999": latency_us(r, 0.999),
+        "latency_us_max": h.max().map(|ns| ns as f64 / 1e3),
+        "latency_us_mean": h.mean().map(|ns| ns / 1e3),
+    })
+}
+
 impl Report<'_> {
-    fn records_per_s(&self) -> f64 {
-        self.result.records as f64 / self.result.timed_seconds.max(1e-9)
-    }
-
-    fn logical_mib_per_s(&self) -> f64 {
-        self.result.logical_bytes as f64 / MIB / self.result.timed_seconds.max(1e-9)
-    }
-
-    fn physical_mib_per_s(&self) -> f64 {
-        self.result.physical_bytes as f64 / MIB / self.result.timed_seconds.max(1e-9)
-    }
-
     fn cpu_cores_busy(&self) -> Option<f64> {
         self.result
             .cpu_seconds
             .map(|c| c / self.result.wall_seconds.max(1e-9))
     }
 
-    fn latency_us(&self, q: f64) -> Option<f64> {
-        self.result.latency_ns.quantile(q).map(|ns| ns as f64 / 1e3)
+    /// Why the store is read through this backend, and what that measures.
+    pub fn backend_note(&self) -> String {
+        let a = self.args;
+        let device = "add --direct (O_DIRECT) or --cold (drop the page cache first, needs \
+                      root) to measure the device";
+        match (a.backend, self.backend) {
+            (Backend::Auto, Backend::Mmap) => format!(
+                "chosen by auto because the store is in the page cache (bench read it once \
+                 first): this measures memory, not the device; {device}"
+            ),
+            (Backend::Auto, b) if a.direct => {
+                format!("chosen by auto: O_DIRECT reads go through {b}")
+            }
+            (Backend::Auto, b) => format!(
+                "chosen by auto because the store is not resident in the page cache: \
+                 reads go through {b}, with O_DIRECT where the file system allows it"
+            ),
+            (wanted, got) if wanted != got => {
+                format!("{wanted} was asked for but is unavailable here; reads go through {got}")
+            }
+            _ if !a.direct && !a.cold => format!(
+                "as asked; the store is in the page cache (bench read it once first), so \
+                 this measures memory, not the device; {device}"
+            ),
+            _ => "as asked".to_string(),
+        }
     }
 
-    fn memcpy_mib_per_s(&self) -> Option<f64> {
-        self.memcpy_bytes_per_s.map(|b| b / MIB)
+    /// Ratios against the copy baseline, the decode limit and fio, with what they mean.
+    fn baseline_json(&self) -> Value {
+        let gather = logical_mib_per_s(&self.result);
+        let decode = self.decode_bytes_per_s.map(|b| b / MIB);
+        let copy = self.copy.map(|c| {
+            json!({
+                "what": "the same records copied out of a mapping of the store file into a \
+                         batch-sized aligned buffer, records split over the threads, no \
+                         per-batch synchronisation",
+                "threads": c.threads,
+                "mib_per_s": c.bytes_per_s / MIB,
+                "gather_vs_copy": gather / (c.bytes_per_s / MIB),
+            })
+        });
+        json!({
+            "copy": copy,
+            "zstd_decode_1thread_mib_per_s": decode,
+            "decode_limit_mib_per_s": decode.map(|d| d * cores() as f64),
+            "gather_vs_decode_limit": decode.map(|d| gather / (d * cores() as f64)),
+        })
     }
 
     /// The machine-readable report.
@@ -67,55 +151,51 @@ impl Report<'_> {
         let a = self.args;
         let mut store = self.store.clone();
         store["synthetic"] = json!(self.synthetic);
+        store["replayed_from"] = json!(self.replayed);
         let r = &self.result;
-        let h = &r.latency_ns;
         let busy = self.cpu_cores_busy();
-        let mut result = json!({
-            "ops": r.ops,
-            "records": r.records,
-            "logical_bytes": r.logical_bytes,
-            "physical_bytes": r.physical_bytes,
-            "timed_seconds": r.timed_seconds,
-            "wall_seconds": r.wall_seconds,
-            "records_per_s": self.records_per_s(),
-            "logical_mib_per_s": self.logical_mib_per_s(),
-            "physical_mib_per_s": self.physical_mib_per_s(),
-            "latency_us_p50": self.latency_us(0.5),
-            "latency_us_p90": self.latency_us(0.9),
-            "latency_us_p99": self.latency_us(0.99),
-            "latency_us_p999": self.latency_us(0.999),
-            "latency_us_max": h.max().map(|ns| ns as f64 / 1e3),
-            "latency_us_mean": h.mean().map(|ns| ns / 1e3),
-            "cpu_seconds": r.cpu_seconds,
-            "cpu_cores_busy": busy,
-            "cpu_utilisation": busy.map(|b| b / cores() as f64),
-            "load_average_1m": self.load_average,
-        });
-        if a.mode == BenchMode::Gather {
+        let mut result = result_json(r);
+        result["cpu_seconds"] = json!(r.cpu_seconds);
+        result["cpu_cores_busy"] = json!(busy);
+        result["cpu_utilisation"] = json!(busy.map(|b| b / cores() as f64));
+        result["others_cores_busy"] = json!(r.others_cores);
+        result["series"] = r.series.to_json();
+        result["peak_rss_bytes"] = json!(r.peak_rss_bytes);
+        if a.mode != BenchMode::Get {
             result["batches"] = json!(r.ops);
         }
-        let gather = self.logical_mib_per_s();
-        let all = self.memcpy_all_bytes_per_s.map(|b| b / MIB);
-        let decode = self.decode_bytes_per_s.map(|b| b / MIB);
-        let baseline = self.memcpy_mib_per_s().map(|m| {
-            json!({
-                "memcpy_1thread_mib_per_s": m,
-                "gather_vs_memcpy": gather / m,
-                "memcpy_all_threads_mib_per_s": all,
-                "gather_vs_memcpy_all_threads": all.map(|a| gather / a),
-                "zstd_decode_1thread_mib_per_s": decode,
-                "decode_limit_mib_per_s": decode.map(|d| d * cores() as f64),
-                "gather_vs_decode_limit": decode.map(|d| gather / (d * cores() as f64)),
-            })
-        });
+        if !r.jobs.is_empty() {
+            result["jobs"] = Value::Array(
+                r.jobs
+                    .iter()
+                    .map(|j| {
+                        let mut v = result_json(j);
+                        v["series"] = j.series.to_json();
+                        v
+                    })
+                    .collect(),
+            );
+        }
+        // Each record is one read (a gather of B records is B reads).
+        let mut fio = self
+            .fio
+            .as_ref()
+            .map(|f| f.to_json(physical_mib_per_s(r), records_per_s(r)));
+        if let (Some(fio), Some(fw), Some(w)) = (fio.as_mut(), &self.fio_write, &self.write) {
+            fio["write"] = fw.to_json(w.logical_bytes as f64 / w.seconds.max(1e-9));
+        }
         json!({
             "mode": a.mode.name(),
             "store": store,
             "config": {
                 "batch": a.batch,
                 "threads": a.threads,
+                "jobs": a.jobs,
+                "workers": (a.mode == BenchMode::Loader).then_some(a.workers),
+                "prefetch": (a.mode == BenchMode::Loader).then_some(a.prefetch),
                 "backend": a.backend.name(),
                 "backend_used": self.backend.name(),
+                "backend_note": self.backend_note(),
                 "queue_depth": a.queue_depth,
                 "direct": a.direct,
                 "cold": a.cold,
@@ -125,10 +205,12 @@ impl Report<'_> {
                 "seed": a.seed,
                 "cores": cores(),
             },
+            "units": { "logical": LOGICAL, "physical": PHYSICAL },
             "write": self.write.as_ref().map(write_json),
             "check": { "records": self.checked, "equal": true },
             "result": result,
-            "baseline": baseline,
+            "baseline": (a.mode != BenchMode::Get).then(|| self.baseline_json()),
+            "fio": fio,
         })
     }
 }
@@ -163,9 +245,13 @@ pub fn render(rep: &Report<'_>) -> String {
         out.push_str(&l);
         out.push('\n');
     };
+    let jobs = match a.jobs {
+        1 => String::new(),
+        n => format!(" x {n} jobs"),
+    };
     line(match a.mode {
         BenchMode::Gather => format!(
-            "zring bench: random IID gathers of {} records, {threads}, backend {}{}",
+            "zring bench: random IID gathers of {} records, {threads} per gather{jobs}, backend {}{}",
             a.batch,
             rep.backend,
             io_note(a, rep.backend)
@@ -176,12 +262,23 @@ pub fn render(rep: &Report<'_>) -> String {
             rep.backend,
             io_note(a, rep.backend)
         ),
+        BenchMode::Loader => format!(
+            "zring bench: the loader, IID steps of {} records, {} workers, {} steps read ahead, {threads} per gather, backend {}{}",
+            a.batch,
+            a.workers,
+            a.prefetch,
+            rep.backend,
+            io_note(a, rep.backend)
+        ),
     });
     line(String::new());
-    let origin = if rep.synthetic {
-        " (synthetic, removed afterwards)"
-    } else {
-        ""
+    let origin = match (&rep.replayed, rep.synthetic) {
+        (Some(p), _) => format!(
+            " (synthetic, with the record sizes of {}; removed afterwards)",
+            p.display()
+        ),
+        (None, true) => " (synthetic, removed afterwards)".into(),
+        (None, false) => String::new(),
     };
     line(format!(
         "store     {}{origin}",
@@ -223,11 +320,24 @@ pub fn render(rep: &Report<'_>) -> String {
     ));
     if let Some(w) = &rep.write {
         line(format!(
-            "write     {} in {:.2} s = {} MiB/s logical (appends + close, incl. fsync)",
+            "write     {} in {:.2} s = {} MiB/s logical ({}, incl. fsync)",
             bytes(w.logical_bytes),
             w.seconds,
-            rate(w.logical_bytes as f64 / MIB / w.seconds.max(1e-9))
+            rate(w.logical_bytes as f64 / MIB / w.seconds.max(1e-9)),
+            if w.from_memory {
+                "create + appends + close, from memory"
+            } else {
+                "appends + close; records generated between them"
+            }
         ));
+        if let Some(others) = w.others_cores.filter(|&o| o >= BUSY_OTHERS) {
+            line(format!(
+                "          note: other processes kept {others:.2} of {} cores busy during the write \
+                 (the write used {:.2} s of CPU)",
+                cores(),
+                w.cpu_seconds.unwrap_or(f64::NAN)
+            ));
+        }
         if let Some(t) = w.dict_seconds {
             line(format!(
                 "dict      {}-byte dictionary trained in {t:.2} s (not in the write time)",
@@ -235,9 +345,15 @@ pub fn render(rep: &Report<'_>) -> String {
             ));
         }
     }
+    line(format!("backend   {}: {}", rep.backend, rep.backend_note()));
     line(format!(
-        "check     {} gathered records equal the {}",
+        "check     {} {} records equal the {}",
         count(rep.checked),
+        if a.mode == BenchMode::Loader {
+            "delivered"
+        } else {
+            "gathered"
+        },
         if rep.synthetic {
             "generated source records"
         } else {
@@ -259,41 +375,31 @@ pub fn render(rep: &Report<'_>) -> String {
             r.wall_seconds,
             count(a.warmup.saturating_mul(a.batch as u64))
         )),
+        BenchMode::Loader => line(format!(
+            "loader    {} warm-up + {} timed steps in {:.2} s",
+            a.warmup,
+            count(r.ops),
+            r.wall_seconds
+        )),
     }
     line(format!(
         "  records/s           {:>14}",
-        rate(rep.records_per_s())
+        rate(records_per_s(r))
     ));
     line(format!(
-        "  logical MiB/s       {:>14}",
-        rate(rep.logical_mib_per_s())
+        "  logical MiB/s       {:>14}   decoded record bytes delivered",
+        rate(logical_mib_per_s(r))
     ));
     line(format!(
-        "  physical MiB/s      {:>14}",
-        rate(rep.physical_mib_per_s())
+        "  physical MiB/s      {:>14}   bytes read from the file, as stored",
+        rate(physical_mib_per_s(r))
     ));
-    let h = &r.latency_ns;
-    // Milliseconds for batches of a millisecond or more, microseconds below.
-    let in_ms = h.quantile(0.5).unwrap_or(0) >= 1_000_000;
-    let (unit, div, prec) = if in_ms {
-        ("ms", 1e6, 3)
-    } else {
-        ("us", 1e3, 1)
+    let what = match a.mode {
+        BenchMode::Gather => "batch",
+        BenchMode::Get => "get",
+        BenchMode::Loader => "step wait",
     };
-    let q = |v: Option<u64>| v.map_or("n/a".into(), |ns| format!("{:.*}", prec, ns as f64 / div));
-    let what = if a.mode == BenchMode::Gather {
-        "batch"
-    } else {
-        "get"
-    };
-    line(format!(
-        "  {what} latency {unit:<6}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
-        q(h.quantile(0.5)),
-        q(h.quantile(0.9)),
-        q(h.quantile(0.99)),
-        q(h.quantile(0.999)),
-        q(h.max())
-    ));
+    line(latency_line(what, r));
     if let Some(busy) = rep.cpu_cores_busy() {
         line(format!(
             "  CPU                 {busy:>10.2} cores busy ({:.0}% of {})",
@@ -301,38 +407,172 @@ pub fn render(rep: &Report<'_>) -> String {
             cores()
         ));
     }
-    if let Some(load) = rep.load_average.filter(|&l| l > cores() as f64) {
+    if let Some(rss) = r.peak_rss_bytes {
         line(format!(
-            "  note: the machine was busy (load average {load:.1} on {} cores); \
-             figures are low, rerun when it is idle",
+            "  peak RSS            {:>14}   (whole process during the run; mapped store pages count)",
+            bytes(rss)
+        ));
+    }
+    for (k, j) in r.jobs.iter().enumerate() {
+        line(format!(
+            "  job {k:<3} {:>12} records/s {:>10} MiB/s logical   p50 {} p99 {} us",
+            rate(records_per_s(j)),
+            rate(logical_mib_per_s(j)),
+            latency_us(j, 0.5).map_or("n/a".into(), |v| format!("{v:.1}")),
+            latency_us(j, 0.99).map_or("n/a".into(), |v| format!("{v:.1}")),
+        ));
+    }
+    if let Some(others) = r.others_cores.filter(|&o| o >= BUSY_OTHERS) {
+        line(format!(
+            "  note: other processes kept {others:.2} of {} cores busy during the run; \
+             figures are low, rerun when the machine is idle",
             cores()
         ));
     }
-    if let Some(m) = rep.memcpy_mib_per_s() {
-        line(String::new());
-        line(format!(
-            "baseline  memcpy of the same bytes, 1 thread: {} MiB/s; gather = {:.2}x memcpy",
-            rate(m),
-            rep.logical_mib_per_s() / m
-        ));
-        if let Some(all) = rep.memcpy_all_bytes_per_s.map(|b| b / MIB) {
-            line(format!(
-                "          memcpy, all {} cores: {} MiB/s; gather = {:.2}x",
-                cores(),
-                rate(all),
-                rep.logical_mib_per_s() / all
-            ));
-        }
-        if let Some(d) = rep.decode_bytes_per_s.map(|b| b / MIB) {
-            let limit = d * cores() as f64;
-            line(format!(
-                "          zstd decode of these records, 1 thread: {} MiB/s; limit x {} cores = {} MiB/s; gather = {:.2}x the limit",
-                rate(d),
-                cores(),
-                rate(limit),
-                rep.logical_mib_per_s() / limit
-            ));
-        }
+    if a.mode != BenchMode::Get {
+        baseline_lines(rep, &mut line);
+    }
+    if let Some(f) = &rep.fio {
+        fio_lines(rep, f, &mut line);
     }
     out
+}
+
+/// "  batch latency us  p50 ..." in ms for batches of a millisecond or more.
+fn latency_line(what: &str, r: &RunResult) -> String {
+    let h = &r.latency_ns;
+    let in_ms = h.quantile(0.5).unwrap_or(0) >= 1_000_000;
+    let (unit, div, prec) = if in_ms {
+        ("ms", 1e6, 3)
+    } else {
+        ("us", 1e3, 1)
+    };
+    let q = |v: Option<u64>| v.map_or("n/a".into(), |ns| format!("{:.*}", prec, ns as f64 / div));
+    format!(
+        "  {what} latency {unit:<6}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+        q(h.quantile(0.5)),
+        q(h.quantile(0.9)),
+        q(h.quantile(0.99)),
+        q(h.quantile(0.999)),
+        q(h.max())
+    )
+}
+
+fn baseline_lines(rep: &Report<'_>, line: &mut impl FnMut(String)) {
+    let a = rep.args;
+    let gather = logical_mib_per_s(&rep.result);
+    let what = if a.mode == BenchMode::Loader {
+        "loader"
+    } else {
+        "gather"
+    };
+    line(String::new());
+    if let Some(c) = rep.copy {
+        let m = c.bytes_per_s / MIB;
+        line(format!(
+            "baseline  copying the same records out of a mapping of the file into the same kind of buffer, {} thread(s): {} MiB/s",
+            c.threads,
+            rate(m)
+        ));
+        line(format!(
+            "          {what} = {:.2}x that copy (1x: the engine costs nothing over moving the bytes; \
+             above 1 only through a real effect, such as the kernel copying out of huge pages \
+             or reads running ahead; below 1: the engine's overhead)",
+            gather / m
+        ));
+    } else if rep.decode_bytes_per_s.is_none() {
+        line(
+            "baseline  the device: cold or O_DIRECT reads are measured against what the disk does \
+             (--compare fio), not against a copy out of memory"
+                .into(),
+        );
+    }
+    if let Some(d) = rep.decode_bytes_per_s.map(|b| b / MIB) {
+        let limit = d * cores() as f64;
+        line(format!(
+            "baseline  zstd decode of these records, 1 thread: {} MiB/s; x {} cores = {} MiB/s, the most any read path can deliver",
+            rate(d),
+            cores(),
+            rate(limit),
+        ));
+        line(format!(
+            "          {what} = {:.2}x that limit",
+            gather / limit
+        ));
+    }
+}
+
+fn fio_lines(rep: &Report<'_>, f: &FioOutcome, line: &mut impl FnMut(String)) {
+    line(String::new());
+    let Some(fio) = fio_ran(&rep.fio) else {
+        if let FioOutcome::Skipped(why) = f {
+            line(format!("fio       comparison skipped: {why}"));
+        }
+        return;
+    };
+    let j = &fio.job;
+    let r = &rep.result;
+    let zring_mib = physical_mib_per_s(r);
+    let fio_mib = fio.bytes_per_s / MIB;
+    let zring_reads = records_per_s(r);
+    let buffers = if j.iomem.contains("huge") {
+        "huge-page buffers"
+    } else {
+        "4 KiB-page buffers"
+    };
+    line(format!(
+        "fio       {} {}, {} blocks, QD {}, {} job(s), {}{}, {buffers}, {:.1} s",
+        fio.version,
+        j.ioengine,
+        bytes(j.block_bytes),
+        j.iodepth,
+        j.numjobs,
+        if j.direct { "O_DIRECT" } else { "buffered" },
+        if j.invalidate { ", cache dropped" } else { "" },
+        fio.runtime_s
+    ));
+    let us = |v: Option<f64>| v.map_or("n/a".into(), |v| format!("{v:.1}"));
+    line(format!(
+        "                          {:>14} {:>14}",
+        "zring", "fio"
+    ));
+    line(format!(
+        "  physical MiB/s      {:>14} {:>14}   zring/fio = {:.2}x",
+        rate(zring_mib),
+        rate(fio_mib),
+        zring_mib / fio_mib.max(1e-12)
+    ));
+    line(format!(
+        "  reads/s             {:>14} {:>14}   zring/fio = {:.2}x",
+        rate(zring_reads),
+        rate(fio.reads_per_s),
+        zring_reads / fio.reads_per_s.max(1e-12)
+    ));
+    line(format!(
+        "  fio per-read latency: p50 {} us, p99 {} us (completion), mean {} us (submission + completion)",
+        us(fio.clat_us_p50),
+        us(fio.clat_us_p99),
+        us(fio.lat_us_mean)
+    ));
+    line(format!("  command: {}", fio.command));
+    if let (Some(fw), Some(w)) = (&rep.fio_write, &rep.write) {
+        let zring = w.logical_bytes as f64 / MIB / w.seconds.max(1e-9);
+        let disk = fw.bytes_per_s / MIB;
+        line(format!(
+            "fio write O_DIRECT sequential 1 MiB writes + fsync, {} in the store's directory: {} MiB/s",
+            bytes(fw.bytes),
+            rate(disk)
+        ));
+        line(format!(
+            "  the store's write above: {} MiB/s logical = {:.2}x the disk's sequential write{}",
+            rate(zring),
+            zring / disk.max(1e-12),
+            if w.from_memory {
+                ""
+            } else {
+                " (records generated between appends, only appends timed)"
+            }
+        ));
+        line(format!("  command: {}", fw.command));
+    }
 }

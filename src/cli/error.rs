@@ -1,5 +1,5 @@
 //! The CLI's error: a message for the user. `main` prints it as `zring: <message>`
-//! and exits with status 1 (clap itself exits with 2 on usage errors).
+//! and exits with status 1, or 2 for usage errors (as clap does for its own).
 
 use std::fmt;
 use std::path::Path;
@@ -10,6 +10,8 @@ use crate::npy::NpyError;
 #[derive(Debug)]
 pub struct CliError {
     message: String,
+    /// A usage error (a bad combination of flags): exit status 2, like clap's own.
+    usage: bool,
 }
 
 impl CliError {
@@ -17,7 +19,21 @@ impl CliError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            usage: false,
         }
+    }
+
+    /// A usage error: the message names the flag; `main` exits with status 2.
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            usage: true,
+        }
+    }
+
+    /// Whether this is a usage error.
+    pub fn is_usage(&self) -> bool {
+        self.usage
     }
 
     /// An I/O error while doing `what` on `path`.
@@ -27,7 +43,10 @@ impl CliError {
 
     /// This error with `context: ` in front of its message.
     pub fn context(self, context: impl fmt::Display) -> Self {
-        Self::new(format!("{context}: {}", self.message))
+        Self {
+            message: format!("{context}: {}", self.message),
+            usage: self.usage,
+        }
     }
 }
 

@@ -105,6 +105,25 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Every non-empty bucket as `(lowest value, highest value, count)`, in order.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(b, &c)| (bucket_low(b), bucket_high(b), c))
+    }
+}
+
+/// The lowest value that falls in bucket `b`.
+fn bucket_low(b: usize) -> u64 {
+    match b {
+        0 => 0,
+        b => bucket_high(b - 1) + 1,
+    }
+}
+
 /// The bucket of value `v`.
 fn bucket_of(v: u64) -> usize {
     if v < 2 * SUB as u64 {
@@ -220,6 +239,22 @@ mod tests {
         for q in [0.1, 0.5, 0.9, 0.99, 0.999] {
             assert_eq!(a.quantile(q), all.quantile(q));
         }
+    }
+
+    #[test]
+    fn buckets_list_the_counts_in_order_and_cover_their_values() {
+        let mut h = Histogram::new();
+        for v in [5, 5, 1_000, 1_010, 70_000] {
+            h.record(v);
+        }
+        let b: Vec<(u64, u64, u64)> = h.buckets().collect();
+        assert_eq!(b.iter().map(|x| x.2).sum::<u64>(), 5);
+        assert_eq!(b[0], (5, 5, 2));
+        assert!(b.windows(2).all(|w| w[0].1 < w[1].0));
+        for v in [1_000, 1_010, 70_000] {
+            assert!(b.iter().any(|&(lo, hi, _)| lo <= v && v <= hi), "{v}");
+        }
+        assert_eq!(Histogram::new().buckets().count(), 0);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{CliError, CliResult};
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// The store to describe.
+    /// The store (or dataset directory) to describe.
     pub store: PathBuf,
     /// Print one machine-readable JSON object instead of text.
     #[arg(long)]
@@ -20,6 +20,9 @@ pub struct InfoArgs {
 
 /// Runs `zring info`.
 pub fn run(args: &InfoArgs) -> CliResult {
+    if zring_engine::dataset::is_dataset(&args.store) {
+        return super::dataset::info(&args.store, args.json);
+    }
     let store = Store::open(&args.store, ReadOptions::default())?;
     let info = describe(&store)?;
     let text = if args.json {

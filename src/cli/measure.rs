@@ -1,5 +1,5 @@
-//! Measuring helpers for `bench`: process CPU time, the memcpy baseline, and
-//! warming the page cache.
+//! Measuring helpers for `bench`: process CPU time, the copy and decode baselines,
+//! how busy the rest of the machine was, peak memory, and the page cache.
 
 use std::hint::black_box;
 use std::io::Read;
@@ -31,23 +31,75 @@ pub fn cpu_time() -> Option<Duration> {
     }
 }
 
-/// Single-thread memcpy bandwidth in bytes/s, copying buffers of `bytes` (at least
-/// 4 KiB) for at least `min_time` and at least 3 times. Source and destination are
-/// touched first so page faults are not timed.
-pub fn memcpy_bytes_per_s(bytes: usize, min_time: Duration) -> f64 {
-    let bytes = bytes.max(4096);
-    // The same kind of buffers a gather fills (huge-page backed when large), so the
-    // ratio compares copying, not page sizes.
-    let (mut src, mut dst) = (buffer(bytes), buffer(bytes));
-    src.fill(0x5A);
-    dst.copy_from_slice(&src);
-    let mut copies = 0u64;
+/// What the copy baseline measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CopyBaseline {
+    /// Threads that copied side by side.
+    pub threads: usize,
+    /// Bytes copied per second, all threads together.
+    pub bytes_per_s: f64,
+}
+
+/// The raw-gather baseline: copies the records of `batches` (offset and length in
+/// `src`, a mapping of the store file) one batch after another into a batch-sized,
+/// page-aligned buffer, the kind a gather fills, on `threads` threads (record `k` of
+/// each batch goes to thread `k % threads`), for at least `min_time`. The same
+/// records from the same pages into the same kind of memory, without the engine's
+/// bookkeeping and without any synchronisation between threads per batch: a gather
+/// beats it only through a real effect (a kernel copy out of huge pages, prefetching
+/// ahead), never because the baseline copied a small, cache-hot buffer.
+pub fn copy_records(
+    src: &[u8],
+    batches: &[Vec<(u64, u32)>],
+    threads: usize,
+    min_time: Duration,
+) -> CopyBaseline {
+    let threads = threads.max(1);
+    let batch_bytes = batches
+        .iter()
+        .map(|b| b.iter().map(|&(_, l)| l as usize).sum::<usize>())
+        .max()
+        .unwrap_or(0)
+        .max(4096);
+    let start_line = std::sync::Barrier::new(threads);
     let started = Instant::now();
-    while copies < 3 || started.elapsed() < min_time {
-        black_box(&mut dst).copy_from_slice(black_box(&src));
-        copies += 1;
+    let copied: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let start_line = &start_line;
+                s.spawn(move || {
+                    let mut dst = buffer(batch_bytes);
+                    dst.fill(0);
+                    start_line.wait();
+                    let begun = Instant::now();
+                    let (mut bytes, mut rounds) = (0u64, 0u64);
+                    while rounds < 3 || begun.elapsed() < min_time {
+                        for batch in batches {
+                            let mut at = 0usize;
+                            for (k, &(off, len)) in batch.iter().enumerate() {
+                                let len = len as usize;
+                                if k % threads == t {
+                                    let from = off as usize;
+                                    if let Some(rec) = src.get(from..from + len) {
+                                        black_box(&mut dst[at..at + len]).copy_from_slice(rec);
+                                        bytes += len as u64;
+                                    }
+                                }
+                                at += len;
+                            }
+                        }
+                        rounds += 1;
+                    }
+                    bytes
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    });
+    CopyBaseline {
+        threads,
+        bytes_per_s: copied as f64 / started.elapsed().as_secs_f64(),
     }
-    (bytes as u64 * copies) as f64 / started.elapsed().as_secs_f64()
 }
 
 /// An engine buffer of `len` bytes (falls back to a Vec-backed one if that fails).
@@ -61,41 +113,6 @@ fn buffer(len: usize) -> Box<dyn AsMutSlice> {
 /// Byte buffers of either kind.
 trait AsMutSlice: std::ops::DerefMut<Target = [u8]> + Send {}
 impl<T: std::ops::DerefMut<Target = [u8]> + Send> AsMutSlice for T {}
-
-/// memcpy bandwidth in bytes/s with the copy of `bytes` split over every core
-/// (the warm-cache limit of a gather), for at least `min_time`.
-pub fn memcpy_all_threads_bytes_per_s(bytes: usize, min_time: Duration) -> f64 {
-    let threads = zring_platform::cpu::available_cores();
-    let part = (bytes / threads).max(4096);
-    let rounds = std::sync::Barrier::new(threads);
-    let started = Instant::now();
-    let copies: u64 = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let rounds = &rounds;
-                s.spawn(move || {
-                    let (mut src, mut dst) = (buffer(part), buffer(part));
-                    src.fill(0x5A);
-                    dst.copy_from_slice(&src);
-                    rounds.wait();
-                    let mut n = 0u64;
-                    let t = Instant::now();
-                    while n < 3 || t.elapsed() < min_time {
-                        black_box(&mut dst).copy_from_slice(black_box(&src));
-                        n += 1;
-                    }
-                    n
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(0))
-            .min()
-            .unwrap_or(0)
-    });
-    (part as u64 * threads as u64 * copies) as f64 / started.elapsed().as_secs_f64()
-}
 
 /// Single-thread zstd decode speed (logical bytes/s) of up to 256 of the store's own
 /// compressed records, spread over the store, each into its own slot of a
@@ -177,11 +194,59 @@ pub fn warm_page_cache(path: &Path) -> std::io::Result<u64> {
     }
 }
 
-/// The 1-minute load average (Linux `/proc/loadavg`); `None` elsewhere. On a shared
-/// machine it tells whether the figures were measured on a busy box.
-pub fn load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().next()?.parse().ok()
+/// How busy the rest of the machine is over a window: `/proc/stat`'s busy time of
+/// every core minus this process's own CPU time. Measured over the timed phase
+/// itself, so a compile that ended before the run (`cargo run`'s) does not count,
+/// as it would in a load average.
+pub struct LoadWindow {
+    at: Instant,
+    busy_ticks: Option<u64>,
+}
+
+/// `/proc/stat` counts in USER_HZ, which Linux fixes at 100 per second.
+const TICKS_PER_SECOND: f64 = 100.0;
+
+impl LoadWindow {
+    /// Starts a window now.
+    pub fn start() -> Self {
+        Self {
+            at: Instant::now(),
+            busy_ticks: zring_platform::cpu::machine_busy_ticks(),
+        }
+    }
+
+    /// Cores that other processes kept busy on average since `start`, given this
+    /// process's CPU seconds over the same window; `None` when `/proc` is missing or
+    /// the window was under 0.1 s (too coarse at 100 ticks per second).
+    pub fn other_cores(&self, own_cpu_seconds: Option<f64>) -> Option<f64> {
+        let secs = self.at.elapsed().as_secs_f64();
+        if secs < 0.1 {
+            return None;
+        }
+        let busy =
+            zring_platform::cpu::machine_busy_ticks()?.saturating_sub(self.busy_ticks?) as f64;
+        Some((busy / TICKS_PER_SECOND - own_cpu_seconds?).max(0.0) / secs)
+    }
+}
+
+/// Resets the process's peak resident set size to the current one (Linux
+/// `clear_refs` 5), so a later [`peak_rss_bytes`] covers only what follows. Returns
+/// whether that worked.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The process's peak resident set size (`VmHWM`), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]
@@ -201,8 +266,35 @@ mod tests {
     }
 
     #[test]
-    fn memcpy_baseline_is_a_positive_rate() {
-        let r = memcpy_bytes_per_s(1 << 16, Duration::from_millis(5));
-        assert!(r.is_finite() && r > 1e6, "{r}");
+    fn the_copy_baseline_copies_every_record_of_every_batch() {
+        let src: Vec<u8> = (0..1 << 16).map(|i| i as u8).collect();
+        let batches = vec![vec![(0, 4096), (8192, 100)], vec![(60_000, 5536)]];
+        for threads in [1, 2, 3] {
+            let c = copy_records(&src, &batches, threads, Duration::from_millis(5));
+            assert_eq!(c.threads, threads);
+            assert!(c.bytes_per_s.is_finite() && c.bytes_per_s > 1e6, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_load_window_reports_only_when_long_enough() {
+        let w = LoadWindow::start();
+        assert_eq!(w.other_cores(Some(0.0)), None, "too short to say");
+        std::thread::sleep(Duration::from_millis(120));
+        if let Some(c) = w.other_cores(Some(0.0)) {
+            assert!(c >= 0.0 && c <= zring_platform::cpu::available_cores() as f64 + 0.5);
+        }
+    }
+
+    #[test]
+    fn peak_rss_is_readable_and_resettable_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(reset_peak_rss());
+            // Touched memory counts in the peak (other tests run alongside, so
+            // nothing tighter holds).
+            let v = black_box(vec![1u8; 32 << 20]);
+            assert!(peak_rss_bytes().expect("VmHWM") >= 32 << 20);
+            drop(v);
+        }
     }
 }

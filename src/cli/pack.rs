@@ -10,7 +10,9 @@ use zring_engine::{Codec, DType, ReadOptions, Schema, Store, WriteOptions, Write
 
 use super::output::{self, bytes};
 use super::progress::{self, Unit};
-use super::{parse_codec, parse_dtype, parse_key_value, CliError, CliResult};
+use super::{
+    parse_align, parse_codec, parse_dtype, parse_key_value, parse_level, CliError, CliResult,
+};
 use crate::npy::NpyFile;
 
 /// Default dictionary size: zstd's own default (110 KiB).
@@ -44,7 +46,7 @@ pub struct PackArgs {
     #[arg(long, default_value = "zstd", value_parser = parse_codec)]
     pub codec: Codec,
     /// zstd compression level.
-    #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = parse_level)]
     pub level: i32,
     /// Dictionary size in bytes for zstd-dict (trained on records spread over the input).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_DICT_BYTES)]
@@ -53,7 +55,7 @@ pub struct PackArgs {
     #[arg(long, value_name = "FILE")]
     pub dict: Option<PathBuf>,
     /// Start every record at a multiple of this many bytes (4096 suits O_DIRECT).
-    #[arg(long, value_name = "BYTES", default_value_t = 8)]
+    #[arg(long, value_name = "BYTES", default_value_t = 8, value_parser = parse_align)]
     pub align: u32,
     /// Replace an existing file at OUT.
     #[arg(long)]
@@ -83,7 +85,7 @@ struct DenseInput {
 /// Ragged records: values plus element offsets (and shapes).
 struct RaggedInput {
     values: NpyFile,
-    /// Element offsets, `count + 1`, starting at 0, strictly increasing.
+    /// Element offsets, `count + 1`, starting at 0, non-decreasing.
     offsets: Vec<u64>,
     /// Per-record shapes (`count x ndim`) when given; otherwise records are
     /// `(rows, row_dims...)` slices of axis 0 of the values.
@@ -151,6 +153,12 @@ impl RaggedInput {
 
 /// Runs `zring pack`.
 pub fn run(args: &PackArgs) -> CliResult {
+    if args.out.is_dir() {
+        return Err(CliError::new(format!(
+            "{}: is a directory; give the path of the store file to create",
+            args.out.display()
+        )));
+    }
     if args.out.exists() && !args.overwrite {
         return Err(CliError::new(format!(
             "{}: already exists (pass --overwrite to replace it)",
@@ -158,7 +166,9 @@ pub fn run(args: &PackArgs) -> CliResult {
         )));
     }
     if args.dict.is_some() && args.codec != Codec::ZstdDict {
-        return Err(CliError::new("--dict is only used with --codec zstd-dict"));
+        return Err(CliError::usage(
+            "--dict is only used with --codec zstd-dict",
+        ));
     }
     let input = open_input(args)?;
     let mut schema = input.schema();
@@ -183,6 +193,10 @@ pub fn run(args: &PackArgs) -> CliResult {
     };
     let started = Instant::now();
     let mut writer = Writer::create(&args.out, schema, opts)?;
+    // Ctrl-C or a kill (SIGTERM) removes the unfinished temporary file.
+    let _cleanup = writer
+        .temp_path()
+        .map(zring_platform::cleanup::remove_on_signal);
     let total = input.total_bytes();
     let bar = progress::bar(total as u64, "pack", Unit::Bytes);
     let batch_bytes = args.batch_bytes.max(1);
@@ -311,7 +325,7 @@ fn open_input(args: &PackArgs) -> CliResult<Input> {
                 path.display()
             )));
         };
-        let width = zring_engine::schema::shape_bytes(item_shape, file.dtype())
+        let width = zring_engine::shape_bytes(item_shape, file.dtype())
             .and_then(|w| usize::try_from(w).ok())
             .ok_or_else(|| CliError::new(format!("{}: records are too large", path.display())))?;
         if width == 0 && count > 0 {
@@ -434,9 +448,10 @@ fn check_ragged(r: &RaggedInput, elements: u64, offsets_path: &std::path::Path) 
         return bad(format!("offsets must start at 0, not {}", o[0] / unit));
     }
     for i in 0..o.len() - 1 {
-        if o[i + 1] <= o[i] {
+        // Equal offsets are an empty record (format v1.2).
+        if o[i + 1] < o[i] {
             return bad(format!(
-                "offsets must strictly increase (zring stores no empty records): record {i} spans {}..{}",
+                "offsets must not decrease: record {i} spans {}..{}",
                 o[i] / unit,
                 o[i + 1] / unit
             ));

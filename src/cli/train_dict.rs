@@ -58,7 +58,9 @@ pub fn run(args: &TrainDictArgs) -> CliResult {
 
 fn is_npy(path: &std::path::Path) -> CliResult<bool> {
     let mut head = [0u8; 6];
-    let mut f = std::fs::File::open(path).map_err(|e| CliError::io(path, "opening", e))?;
+    // Not File::open: a FIFO would block it forever.
+    let mut f =
+        zring_platform::file::open_regular(path).map_err(|e| CliError::io(path, "opening", e))?;
     let n = f
         .read(&mut head)
         .map_err(|e| CliError::io(path, "reading", e))?;

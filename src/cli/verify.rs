@@ -15,13 +15,16 @@ const CHUNK_BYTES: u64 = 64 << 20;
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The store to check.
+    /// The store (or dataset directory) to check.
     pub store: PathBuf,
 }
 
 /// Runs `zring verify`: opening checks the superblock, footer, section checksums and
 /// schema; then every record's table entry, checksum and decoded length is checked.
 pub fn run(args: &VerifyArgs) -> CliResult {
+    if zring_engine::dataset::is_dataset(&args.store) {
+        return super::dataset::verify(&args.store);
+    }
     let started = Instant::now();
     let store = Store::open(&args.store, ReadOptions::default())?;
     let n = store.len();

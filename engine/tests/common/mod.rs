@@ -13,75 +13,7 @@ use zring_engine::{
     Backend, Codec, DType, Error, ReadOptions, Result, Schema, Store, WriteOptions, Writer,
 };
 
-/// SplitMix64: a small, fast, well-mixed generator; fixed seeds make every test
-/// reproducible.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x5851_F42D_4C95_7F2D)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0); the modulo bias is irrelevant for tests.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    pub fn usize_below(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
-
-    pub fn bool(&mut self) -> bool {
-        self.next_u64() & 1 == 1
-    }
-}
-
-/// Bytes that zstd shrinks well but that are not constant: phrases drawn from a
-/// small vocabulary shared by every seed (so a trained dictionary helps too), with
-/// a seed-dependent byte now and then.
-pub fn compressible(n: usize, seed: u64) -> Vec<u8> {
-    const VOCAB: [&[u8; 8]; 8] = [
-        b"the quic",
-        b"k brown ",
-        b"fox jump",
-        b"s over t",
-        b"he lazy ",
-        b"dog; 012",
-        b"45678,9a",
-        b"bcdefgh.",
-    ];
-    let mut r = Rng::new(seed);
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        let w = r.next_u64();
-        out.extend_from_slice(VOCAB[(w % 8) as usize]);
-        if w % 5 == 0 {
-            out.push((w >> 32) as u8);
-        }
-    }
-    out.truncate(n);
-    out
-}
-
-/// Uniformly random bytes: zstd cannot shrink them, so the writer keeps them raw.
-pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        out.extend_from_slice(&r.next_u64().to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
+pub use zring_testkit::{compressible, noise, Rng};
 
 /// `n` dense records of `width` bytes back to back; record i is noise when
 /// `noisy(i)`, compressible otherwise.
@@ -416,17 +348,22 @@ pub fn schema_json(bytes: &[u8]) -> String {
 
 // ---- error matchers -------------------------------------------------------------
 
-/// Asserts `r` is `Error::Corrupt` whose detail contains `want`; returns the message.
+/// Asserts `r` is `Error::Corrupt` whose problem reads with `want` in it (the
+/// variant is the test's to check; this checks the message says it); returns the
+/// problem's text.
 #[track_caller]
 pub fn expect_corrupt<T>(r: Result<T>, want: &str) -> String {
     match r {
-        Err(Error::Corrupt { detail, .. }) if detail.contains(want) => detail,
+        Err(Error::Corrupt { problem, .. }) if problem.to_string().contains(want) => {
+            problem.to_string()
+        }
         Err(e) => panic!("expected Corrupt mentioning {want:?}, got {e:?} ({e})"),
         Ok(_) => panic!("expected Corrupt mentioning {want:?}, got Ok"),
     }
 }
 
-/// Asserts `r` is `Error::CorruptRecord` for record `index` whose detail contains
+/// Asserts `r` is `Error::CorruptRecord` (or `CorruptEntry`) for record `index`
+/// whose detail contains
 /// `want`, and that the message names the record.
 #[track_caller]
 pub fn expect_record<T>(r: Result<T>, index: u64, want: &str) {
@@ -437,10 +374,19 @@ pub fn expect_record<T>(r: Result<T>, index: u64, want: &str) {
     let msg = e.to_string();
     match e {
         Error::CorruptRecord {
-            index: got, detail, ..
+            index: got,
+            problem,
+            ..
         } => {
             assert_eq!(got, index, "wrong record named: {msg}");
-            assert!(detail.contains(want), "{msg:?} lacks {want:?}");
+            assert!(problem.to_string().contains(want), "{msg:?} lacks {want:?}");
+            assert!(msg.contains(&format!("record {index}")), "{msg}");
+        }
+        Error::CorruptEntry {
+            index: got, source, ..
+        } => {
+            assert_eq!(got, index, "wrong record named: {msg}");
+            assert!(source.to_string().contains(want), "{msg:?} lacks {want:?}");
             assert!(msg.contains(&format!("record {index}")), "{msg}");
         }
         other => panic!("expected CorruptRecord {index} ({want:?}), got {other:?} ({msg})"),
@@ -463,4 +409,44 @@ pub fn read_all(store: &Store) -> Result<Vec<Vec<u8>>> {
                 .collect())
         }
     }
+}
+
+/// Whether io_uring works here; otherwise prints why the caller skips (or fails the
+/// test under `ZRING_REQUIRE_URING=1`).
+pub fn uring_here() -> bool {
+    zring_testkit::require_uring("io_uring", zring_platform::uring::unavailable_reason())
+}
+
+/// Opens `path` with `opts` when the file system takes O_DIRECT; otherwise prints
+/// why the caller skips (or fails under `ZRING_REQUIRE_URING=1`).
+pub fn open_direct_or_skip(path: &Path, opts: ReadOptions) -> Option<Store> {
+    match Store::open(path, opts) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            zring_testkit::require_uring("O_DIRECT", Some(&e.to_string()));
+            None
+        }
+    }
+}
+
+/// Asserts that every record `store` has served so far came through the backend it
+/// was asked for (`Auto` excepted): a `uring` store that silently read with pread,
+/// or a backend that was never used, fails here.
+pub fn assert_served_by(store: &Store, asked: Backend, records: u64) {
+    let s = store.reads_served();
+    let want = match asked {
+        Backend::Uring if !uring_here() => Backend::Pread,
+        b => b,
+    };
+    let (p, m, u) = match want {
+        Backend::Pread => (records, 0, 0),
+        Backend::Mmap => (0, records, 0),
+        Backend::Uring => (0, 0, records),
+        Backend::Auto => panic!("Auto has no fixed backend"),
+    };
+    assert_eq!(
+        (s.pread, s.mmap, s.uring),
+        (p, m, u),
+        "records served by (pread, mmap, uring) with backend {asked}"
+    );
 }

@@ -108,3 +108,13 @@ pub fn fingerprint(b: &Batch) -> Fingerprint {
         })
         .collect()
 }
+
+/// Waits until `ready()` holds (polled), or 60 s have passed: the loader's workers
+/// reaching a state, as an event rather than a sleep a busy machine may outlast. The
+/// caller asserts the state afterwards, so a state never reached fails, not hangs.
+pub fn wait_until(mut ready: impl FnMut() -> bool) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ready() && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

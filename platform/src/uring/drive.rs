@@ -7,7 +7,8 @@ use std::io;
 use io_uring::{opcode, squeue, types};
 
 use super::ring::{buffer_index, ThreadRing};
-use super::ReadReq;
+use super::{ReadReq, RequestFailed};
+use crate::faults::{read_fault, ReadFault, ReadHook, ReadSite};
 
 /// Counts reads the kernel still owns. Unwinding while any are in flight would let
 /// the caller free buffers the kernel is about to write, so that aborts instead.
@@ -60,13 +61,24 @@ fn read_sqe(
     }
 }
 
+/// The most bytes in flight at once for reads served from the page cache: they
+/// complete inside the enter that submits them, and their callbacks (checksums,
+/// decompression) run after it; a group larger than the CPU's cache would have its
+/// first reads evicted before their callbacks read them again. Device reads
+/// (`Ramp::Always`) keep their full queue depth.
+const CACHED_BYTES_IN_FLIGHT: usize = 512 << 10;
+
 /// How one batch is issued.
-pub(super) struct Issue {
+pub(super) struct Issue<'h> {
     pub(super) fd: Target,
     /// The most reads in flight.
     pub(super) depth: usize,
     /// Whether refills are submitted in growing groups (see `drive`).
     pub(super) ramp: Ramp,
+    /// The file was opened with O_DIRECT (for the fault seam's report).
+    pub(super) direct: bool,
+    /// Read-fault hooks a test installed for the file (see `crate::faults`).
+    pub(super) hooks: Option<&'h [ReadHook]>,
 }
 
 /// How a refill of the queue goes to the kernel.
@@ -81,18 +93,24 @@ pub(super) enum Ramp {
     Probe,
 }
 
+/// Runs one batch. `Ok(None)`: every request completed. `Ok(Some(next))`: the kernel
+/// refused `io_uring_enter` before taking any read in flight (see below); requests
+/// from `next` on were never submitted and those before it that are short of their
+/// length were not completed: the caller finishes them another way.
 pub(super) fn drive(
     tr: &mut ThreadRing,
     Issue {
         fd,
         depth,
         mut ramp,
-    }: Issue,
+        direct,
+        hooks,
+    }: Issue<'_>,
     reqs: &mut [ReadReq<'_>],
     progress: &mut [u32],
     done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
     panicked: &mut Option<Panic>,
-) -> io::Result<()> {
+) -> io::Result<Option<usize>> {
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     let n = reqs.len();
@@ -100,6 +118,7 @@ pub(super) fn drive(
     let mut next = 0usize; // next request never submitted
     let mut retry: Vec<usize> = Vec::new(); // short reads to continue
     let mut inflight = InFlight(0);
+    let mut inflight_bytes = 0usize;
     let mut completed = 0usize;
     let mut first_err: Option<io::Error> = None;
     // Runs the callback; a panic stops the batch like an error and is re-raised by
@@ -129,7 +148,10 @@ pub(super) fn drive(
             // enters only cost (~5%), hence the probe for buffered files.
             let mut group = 1usize;
             let mut unsent = 0usize;
-            while inflight.0 < depth && first_err.is_none() {
+            while inflight.0 < depth
+                && first_err.is_none()
+                && !(ramp == Ramp::Never && inflight_bytes >= CACHED_BYTES_IN_FLIGHT)
+            {
                 let i = match retry.pop() {
                     Some(i) => i,
                     None if next < n => {
@@ -163,6 +185,7 @@ pub(super) fn drive(
                     break;
                 }
                 inflight.0 += 1;
+                inflight_bytes += rest.len();
                 unsent += 1;
                 if ramp != Ramp::Never
                     && unsent == group
@@ -195,11 +218,30 @@ pub(super) fn drive(
             }
             continue;
         }
-        if let Err(e) = submitter.submit_and_wait(1) {
+        let entered = match read_fault(hooks, &ReadSite::Enter) {
+            Some(ReadFault::Fail(e)) => Err(e),
+            _ => submitter.submit_and_wait(1),
+        };
+        if let Err(e) = entered {
+            sq.sync();
             match e.raw_os_error() {
                 // Interrupted, or the kernel is short of resources for a moment:
                 // reap what has completed and try again.
                 Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => std::thread::yield_now(),
+                // Refused before the kernel took any of our reads (a seccomp profile
+                // that blocks enter): nothing is in flight, so the buffers are free.
+                // The entries still queued must never be submitted: the ring is
+                // discarded (see `with_ring`) and the process falls back to pread.
+                Some(libc::EPERM | libc::EACCES | libc::ENOSYS) if sq.len() == inflight.0 => {
+                    inflight.0 = 0;
+                    tr.enter_refused = Some(io::Error::from_raw_os_error(
+                        e.raw_os_error().unwrap_or(libc::EPERM),
+                    ));
+                    return match first_err {
+                        Some(e) => Err(e),
+                        None => Ok(Some(next)),
+                    };
+                }
                 // The ring itself failed with reads in flight that can no longer be
                 // reaped: their buffers must never be released. Does not happen with
                 // a valid ring.
@@ -211,7 +253,7 @@ pub(super) fn drive(
         }
         cq.sync();
         for cqe in &mut cq {
-            let (user, res) = (cqe.user_data(), cqe.result());
+            let (user, mut res) = (cqe.user_data(), cqe.result());
             let i = user as usize;
             if i >= n {
                 // Not ours: the ring is shared with someone else. Our reads may be
@@ -219,7 +261,23 @@ pub(super) fn drive(
                 eprintln!("zring: foreign io_uring completion {user}; aborting");
                 std::process::abort();
             }
+            if res > 0 && hooks.is_some() {
+                let site = ReadSite::Uring {
+                    offset: reqs[i].offset + u64::from(progress[i]),
+                    len: reqs[i].buf.len() - progress[i] as usize,
+                    direct,
+                };
+                match read_fault(hooks, &site) {
+                    Some(ReadFault::Fail(e)) => res = -e.raw_os_error().unwrap_or(libc::EIO),
+                    // The bytes past `k` were read, but the loop continues from `k`
+                    // as after a real short read.
+                    Some(ReadFault::Short(k)) => res = res.min(k.max(1) as i32),
+                    None => {}
+                }
+            }
             inflight.0 -= 1;
+            // What this read asked for (its progress moves below).
+            inflight_bytes -= reqs[i].buf.len() - progress[i] as usize;
             if res < 0 {
                 let err = io::Error::from_raw_os_error(-res);
                 if matches!(
@@ -228,7 +286,7 @@ pub(super) fn drive(
                 ) {
                     retry.push(i);
                 } else if first_err.is_none() {
-                    first_err = Some(err);
+                    first_err = Some(request_failed(i, err));
                 }
                 continue;
             }
@@ -260,6 +318,10 @@ pub(super) fn drive(
     }
     match first_err {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => Ok(None),
     }
+}
+
+fn request_failed(request: usize, source: io::Error) -> io::Error {
+    io::Error::new(source.kind(), RequestFailed { request, source })
 }

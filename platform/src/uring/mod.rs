@@ -17,12 +17,11 @@
 //! `ZRING_URING=0` is set, [`available`] is false and callers fall back to `pread`;
 //! one line on stderr says why, once per process.
 
+use crate::once::{ForkOnce, InChild};
+use crate::AlignedBuf;
 use std::cell::RefCell;
 use std::io;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
-
-use crate::AlignedBuf;
 
 #[cfg(target_os = "linux")]
 mod drive;
@@ -43,7 +42,32 @@ const UNKNOWN: u8 = 0;
 const USABLE: u8 = 1;
 const BLOCKED: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
-static REASON: OnceLock<String> = OnceLock::new();
+/// Why io_uring is blocked (set once; a child forked while it was being set sets it
+/// anew rather than waiting for a thread it does not have).
+static REASON: ForkOnce<String> = ForkOnce::new(InChild::Inherit);
+
+/// A read of a batch failed: which request, and the OS error. Carried inside the
+/// `io::Error` that [`read_batch`] returns (same kind), so the
+/// caller can name the record the failed read was for.
+#[derive(Debug)]
+pub struct RequestFailed {
+    /// The index of the failed request in the batch.
+    pub request: usize,
+    /// The error the kernel returned for it.
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for RequestFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.source)
+    }
+}
+
+impl std::error::Error for RequestFailed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
 
 /// One read: fill `buf` from `offset`.
 pub struct ReadReq<'a> {
@@ -69,11 +93,15 @@ pub fn unavailable_reason() -> Option<&'static str> {
     }
 }
 
+/// Stops io_uring use in this process; the first reason given is said once on stderr.
 fn block(reason: String) -> bool {
-    if REASON.set(reason).is_ok() {
-        if let Some(r) = REASON.get() {
-            eprintln!("zring: io_uring unavailable ({r}); reading with pread instead");
-        }
+    let mut first = false;
+    let r = REASON.get_or_init(|| {
+        first = true;
+        reason
+    });
+    if first {
+        eprintln!("zring: io_uring unavailable ({r}); reading with pread instead");
     }
     STATE.store(BLOCKED, Ordering::Release);
     false
@@ -81,14 +109,17 @@ fn block(reason: String) -> bool {
 
 #[cfg(target_os = "linux")]
 fn probe() -> bool {
-    if std::env::var("ZRING_URING").is_ok_and(|v| v == "0" || v.eq_ignore_ascii_case("off")) {
-        return block("disabled by ZRING_URING=0".into());
+    if crate::Config::global().uring == crate::UringMode::Off {
+        return block("disabled by ZRING_URING=0 or the configuration".into());
     }
     match io_uring::IoUring::new(8) {
-        Ok(_) => {
-            STATE.store(USABLE, Ordering::Release);
-            true
-        }
+        Ok(mut ring) => match ring::check_enter(&mut ring) {
+            Ok(()) => {
+                STATE.store(USABLE, Ordering::Release);
+                true
+            }
+            Err(e) => block(format!("io_uring_enter failed: {e}")),
+        },
         Err(e) => block(format!("io_uring_setup failed: {e}")),
     }
 }
@@ -113,21 +144,17 @@ thread_local! {
 /// Whether rings may register files and buffers (`ZRING_URING_REGISTER=0` says no,
 /// to measure the difference or to force the unregistered fallback).
 fn registration_allowed() -> bool {
-    static ALLOWED: OnceLock<bool> = OnceLock::new();
-    *ALLOWED.get_or_init(|| {
-        let off = std::env::var("ZRING_URING_REGISTER")
-            .is_ok_and(|v| v == "0" || v.eq_ignore_ascii_case("off"));
-        if off {
-            refuse_buffers("disabled by ZRING_URING_REGISTER=0");
-        }
-        !off
-    })
+    let allowed = crate::Config::global().uring_register;
+    if !allowed {
+        refuse_buffers("disabled by ZRING_URING_REGISTER=0 or the configuration");
+    }
+    allowed
 }
 
 /// Says once per process that reads go to unregistered buffers, and why.
 fn refuse_buffers(reason: &str) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
+    static SAID: ForkOnce<()> = ForkOnce::new(InChild::Inherit);
+    SAID.get_or_init(|| {
         eprintln!("zring: io_uring buffer registration unavailable ({reason}); reading into unregistered buffers");
     });
 }
@@ -137,10 +164,10 @@ fn refuse_buffers(reason: &str) {
 /// kernel's per-read pinning of pages. Where registration is refused
 /// (RLIMIT_MEMLOCK), the scratch is used unregistered, after one line on stderr.
 ///
-/// Scratch grown past 16 MiB is released after `f`, so one huge batch does not hold
+/// Scratch grown past [`crate::scratch::KEEP_BYTES`] is released after `f` (the keep
+/// policy every per-thread read scratch follows), so one huge batch does not hold
 /// memory for the life of the thread.
 pub fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> io::Result<T> {
-    const KEEP: usize = 16 << 20;
     const ALIGN: usize = crate::file::DIRECT_ALIGN;
     SLAB.with(|cell| {
         let Ok(mut slab) = cell.try_borrow_mut() else {
@@ -161,7 +188,7 @@ pub fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> io::Result
         };
         register_slab(buf);
         let out = f(&mut buf[..len]);
-        if buf.len() > KEEP {
+        if crate::scratch::oversized(buf.len()) {
             forget_slab();
             *slab = None;
         }
@@ -258,6 +285,7 @@ pub fn read_batch(
         ));
     }
     let depth = depth.clamp(1, MAX_DEPTH);
+    let hooks = crate::faults::read_hooks(file.file());
     let mut panicked = None;
     let result = ring::with_ring(|ring| {
         let fd = match ring.file_slot(file) {
@@ -276,14 +304,42 @@ pub fn read_batch(
                 } else {
                     Ramp::Probe
                 },
+                direct: file.is_direct(),
+                hooks: hooks.as_deref(),
             };
-            drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)
+            match drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)? {
+                None => Ok(()),
+                // Refused by the kernel with nothing in flight: finish with pread (the
+                // ring is discarded and the process falls back, see `with_ring`).
+                Some(next) => finish_with_pread(file, reqs, &progress, next, &mut done),
+            }
         })
     });
     if let Some(payload) = panicked {
         std::panic::resume_unwind(payload);
     }
     result
+}
+
+/// Completes with pread the requests of a batch that io_uring did not: those from
+/// `next` on, and those before it still short of their length (`progress`).
+#[cfg(target_os = "linux")]
+fn finish_with_pread(
+    file: &RingFile,
+    reqs: &mut [ReadReq<'_>],
+    progress: &[u32],
+    next: usize,
+    done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
+) -> io::Result<()> {
+    for (i, r) in reqs.iter_mut().enumerate() {
+        let at = progress[i] as usize;
+        if i < next && at == r.buf.len() {
+            continue;
+        }
+        crate::file::read_exact_at(file.file(), &mut r.buf[at..], r.offset + at as u64)?;
+        done(i, r.buf)?;
+    }
+    Ok(())
 }
 
 /// Without io_uring (non-Linux), batches are read one `pread` at a time.

@@ -33,6 +33,10 @@ pub(super) struct ThreadRing {
     slab: Option<(usize, usize)>,
     /// Registering buffers failed once on this ring (RLIMIT_MEMLOCK): do not retry.
     slab_refused: bool,
+    /// `io_uring_enter` was refused with reads still queued (a seccomp profile that
+    /// allows setup but not enter): the ring must never be entered again, since the
+    /// queued entries point at buffers that are gone. Set by `drive`.
+    pub(super) enter_refused: Option<io::Error>,
 }
 
 struct FileTable {
@@ -76,11 +80,31 @@ pub(super) fn with_ring<T>(f: impl FnOnce(&mut ThreadRing) -> io::Result<T>) -> 
             *slot = None;
             *slot = Some(ThreadRing::new(generation)?);
         }
-        match slot.as_mut() {
-            Some(ring) => f(ring),
-            None => Err(io::Error::other("io_uring ring missing")),
+        let Some(ring) = slot.as_mut() else {
+            return Err(io::Error::other("io_uring ring missing"));
+        };
+        let out = f(ring);
+        if let Some(e) = ring.enter_refused.take() {
+            // Dropping the ring unmaps it: what is still queued is never submitted.
+            *slot = None;
+            super::block(format!("io_uring_enter refused: {e}"));
         }
+        out
     })
+}
+
+/// Submits one no-op and waits for it: a ring whose setup works may still be refused
+/// every `io_uring_enter` (a seccomp profile that blocks only enter), and reads must
+/// not be queued on such a ring.
+pub(super) fn check_enter(ring: &mut IoUring) -> io::Result<()> {
+    let nop = io_uring::opcode::Nop::new().build().user_data(u64::MAX);
+    // SAFETY: a no-op references no memory.
+    unsafe { ring.submission().push(&nop) }
+        .map_err(|_| io::Error::other("a new ring's submission queue is full"))?;
+    ring.submit_and_wait(1)?;
+    // Reap the no-op, so the first batch sees only its own completions.
+    ring.completion().for_each(drop);
+    Ok(())
 }
 
 /// Runs `f` with this thread's ring if it has a usable one; never creates one.
@@ -100,7 +124,7 @@ pub(super) fn with_existing_ring(f: impl FnOnce(&mut ThreadRing)) {
 /// completion work to that thread's next wait (`SINGLE_ISSUER | DEFER_TASKRUN`, Linux
 /// 6.1) instead of interrupting it; older kernels get a plain ring.
 fn new_ring() -> io::Result<IoUring> {
-    if std::env::var_os("ZRING_URING_PLAIN").is_none() {
+    if crate::Config::global().uring != crate::UringMode::Plain {
         let tuned = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -114,7 +138,13 @@ fn new_ring() -> io::Result<IoUring> {
 
 impl ThreadRing {
     fn new(generation: u64) -> io::Result<Self> {
-        let ring = new_ring()?;
+        let mut ring = new_ring()?;
+        if let Err(e) = check_enter(&mut ring) {
+            super::block(format!("io_uring_enter failed: {e}"));
+            return Err(e);
+        }
+        // Pool workers that read let go of closed files' registrations when idle.
+        crate::pool::on_idle(super::release_closed);
         let register = super::registration_allowed();
         // A sparse table costs nothing until used; kernels before 5.19 refuse it and
         // the ring reads through plain descriptors.
@@ -135,6 +165,7 @@ impl ThreadRing {
             },
             slab: None,
             slab_refused: !register,
+            enter_refused: None,
         })
     }
 

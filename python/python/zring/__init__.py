@@ -21,13 +21,14 @@ batches with the prefetching loader::
             ...
 """
 
-from . import _errors
+from . import types
 from ._errors import (
     ClosedError,
     CodecError,
     CorruptStoreError,
     InvalidArgumentError,
     SchemaError,
+    StoreChangedError,
     StoreExistsError,
     StoreNotFoundError,
     StorePermissionError,
@@ -51,8 +52,12 @@ from ._zring import (
 )
 from ._zring import _Store as Store
 from ._loader import Loader
+from ._dataset import Dataset, open_dataset
+from ._write import FieldSpec, dense, ragged, write_dataset
+from .datasets import convert, convert_cli
+from ._sampler_loader import SamplerLoader
 
-Mode = Sampler.Mode
+from ._zring import Mode
 
 __version__ = "0.1.0"
 
@@ -66,9 +71,32 @@ __all__ = [
     "Sampler",
     "Mode",
     "Loader",
+    "Dataset",
+    "open_dataset",
+    "write_dataset",
+    "FieldSpec",
+    "dense",
+    "ragged",
+    "convert",
+    "convert_cli",
+    "SamplerLoader",
     "EngineBuffer",
     "open",
     "train_dict",
     "trim_buffers",
+    "types",
+    "ZringError",
+    "CorruptStoreError",
+    "UnsupportedFormatError",
+    "SchemaError",
+    "InvalidArgumentError",
+    "ZringIndexError",
+    "ClosedError",
+    "StoreChangedError",
+    "WriterPoisonedError",
+    "CodecError",
+    "ZringOSError",
+    "StoreNotFoundError",
+    "StorePermissionError",
+    "StoreExistsError",
 ]
-__all__ += _errors.__all__

@@ -11,6 +11,7 @@ or ``except OSError`` keep working::
     ├── InvalidArgumentError(ZringError, ValueError)   bad argument value
     ├── ZringIndexError(ZringError, IndexError)        record index out of range
     ├── ClosedError(ZringError, ValueError)            store, writer or loader closed
+    ├── StoreChangedError(ZringError, ValueError)      unpickled store's file was replaced
     ├── WriterPoisonedError(ZringError, RuntimeError)  writer failed earlier
     ├── CodecError(ZringError, RuntimeError)           zstd failure
     └── ZringOSError(ZringError, OSError)              I/O error (errno, filename)
@@ -50,6 +51,11 @@ class ClosedError(ZringError, ValueError):
     """The store, writer, sampler or loader was closed."""
 
 
+class StoreChangedError(ZringError, ValueError):
+    """An unpickled store's file is no longer the one that was pickled (replaced,
+    rewritten or changed schema); reopen it explicitly to read the new file."""
+
+
 class WriterPoisonedError(ZringError, RuntimeError):
     """A writer failed earlier and accepts nothing more; abort it and start again."""
 
@@ -73,19 +79,3 @@ class StorePermissionError(ZringOSError, PermissionError):
 class StoreExistsError(ZringOSError, FileExistsError):
     """A file already exists at the destination and overwrite was not asked for."""
 
-
-__all__ = [
-    "ZringError",
-    "CorruptStoreError",
-    "UnsupportedFormatError",
-    "SchemaError",
-    "InvalidArgumentError",
-    "ZringIndexError",
-    "ClosedError",
-    "WriterPoisonedError",
-    "CodecError",
-    "ZringOSError",
-    "StoreNotFoundError",
-    "StorePermissionError",
-    "StoreExistsError",
-]

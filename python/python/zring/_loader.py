@@ -3,53 +3,147 @@
 from __future__ import annotations
 
 import atexit
+import copy
 import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
-from ._zring import _Loader
+from ._sampler_loader import IndexSampler, SamplerLoader
+from ._zring import Sampler, _Dataset, _Loader
 
-_live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from ._zring import _DatasetField, _Store
+    from .types import Shard
+
+_live: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class Loader(_Loader):
     """Endless, step-based, multi-stream prefetching loader.
 
     ``Loader(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True,
-    *, pinned=False)``
+    *, pinned=False, lookahead_bytes=None)``
 
     - ``streams``: ``{name: [store, ...]}``, one store (view) per placement; every
       stream has the same number of views and every store the same number of
       records (record ``i`` of every stream belongs together). A single store stands
-      for a one-element list.
+      for a one-element list. A :class:`zring.Dataset` stands for one stream per
+      field, and ``dataset.field(name)`` is accepted wherever a store is.
     - ``sampler``: a :class:`zring.Sampler`. The loader draws from a copy of it,
       starting at its current ``step``; its global batch must be divisible by the
-      number of views.
+      number of views. Any other object with a ``next()`` method returning an
+      integer index array (a weighted or curriculum sampler, a
+      ``zring.loaderx.Sampler``) works too: the loader is then a
+      :class:`zring.SamplerLoader`, which draws from that very object under a lock
+      and gathers in Python threads (same options but ``pinned``; ``seek`` needs
+      the sampler's own ``seek``).
     - ``workers``: Rust threads that each make whole steps (draw, gather, transform)
       in parallel, without the GIL for the gathers; ``0`` makes each step in the
       consumer's thread on demand. ``prefetch``: finished steps kept ready. Live
-      batch memory is bounded by ``workers + prefetch + 1`` steps plus what the
-      consumer holds.
+      batch memory is bounded by ``workers + prefetch + 1`` steps, the one step
+      the consumer holds included (steps it keeps longer come on top).
     - ``transform``: called in the worker, with the GIL, once per shard with the
       shard's dict; its result replaces the dict. An exception it raises is raised
       by the consumer's ``next()`` at that step, after every earlier step.
     - ``ordered``: deliver steps in step order (reproducible, exact ``seek``) or as
       they finish.
     - ``pinned``: gather into page-locked buffers (needs ``RLIMIT_MEMLOCK`` room).
+    - ``lookahead_bytes``: instead of exactly ``workers`` and ``prefetch``, make as
+      many steps at once as keep the storage device's queue full across step
+      boundaries (from the reads one step plans into and the device's queue depth),
+      within this many bytes of live steps; the budget wins over ``workers`` and
+      ``prefetch``. For cold datasets read from disk. ``options`` tells what was
+      chosen. (Rust sampler only, like ``pinned``.)
 
     Iterating yields, per step, a list with one dict per shard:
     ``{name: ndarray | RaggedBatch}`` whose arrays are zero-copy views of the
     loader's pooled buffers (they return to the pool when the arrays die).
     ``step``, ``seek(step)``, ``close()`` and ``with`` work as their names say;
     ``close()`` joins every worker promptly.
+
+    Raises ``InvalidArgumentError`` when the streams do not line up (different view
+    counts or record counts, a batch that does not split into the shards) and
+    ``ClosedError`` for a closed store; a gather's error is raised by ``next()`` at
+    its step.
+
+    >>> import os, tempfile, numpy as np, zring
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.zr")
+    >>> with zring.DenseWriter(path, "int64", ()) as w:
+    ...     w.append(np.arange(8))
+    range(0, 8)
+    >>> store = zring.DenseStore(path)
+    >>> sampler = zring.Sampler(len(store), 4, "sequential")
+    >>> with zring.Loader({"x": [store]}, sampler, workers=1) as loader:
+    ...     [step[0]["x"].tolist() for _, step in zip(range(3), loader)]
+    [[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 2, 3]]
     """
 
-    def __init__(self, *args, **kwargs):
+    @overload
+    def __new__(
+        cls,
+        streams: Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]] | _Dataset,
+        sampler: Sampler,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: Callable[[Shard], Any] | None = None,
+        ordered: bool = True,
+        *,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> Self: ...
+    @overload
+    def __new__(  # type: ignore[misc]  # a custom sampler makes a SamplerLoader
+        cls,
+        streams: Mapping[str, Any] | _Dataset,
+        sampler: IndexSampler,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        ordered: bool = True,
+    ) -> SamplerLoader: ...
+    def __new__(cls, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> Any:
+        # A dataset stands for one stream per field (and is read like a store).
+        if isinstance(streams, _Dataset):
+            if isinstance(sampler, Sampler):
+                streams = {name: streams.field(name) for name in streams.fields}
+            else:
+                from ._dataset import FieldView
+
+                streams = {name: [FieldView(streams, name)] for name in streams.fields}
+        if not isinstance(sampler, Sampler):
+            loader = SamplerLoader(streams, sampler, *args, **kwargs)
+            _live.add(loader)
+            return loader
+        return super().__new__(cls, streams, sampler, *args, **kwargs)
+
+    def __init__(self, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> None:
         # The native constructor did the work; remember the loader so that its
-        # threads are joined before the interpreter shuts down.
+        # threads are joined before the interpreter shuts down, and what defines it
+        # for pickling.
+        # (A dataset is kept as itself: it pickles by path and version.)
+        if not isinstance(streams, _Dataset):
+            streams = dict(streams)
+        self._definition = (streams, sampler, args, kwargs)
         _live.add(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles what defines the loader (its streams' stores, a copy of the
+        sampler at the next step to deliver, the options), not its threads: the
+        copy starts its own workers and continues exactly where this one is."""
+        streams, sampler, args, kwargs = self._definition
+        sampler = copy.copy(sampler)
+        sampler.seek(self.step)
+        return (_rebuild, (streams, sampler, args, kwargs))
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"step={self.step}"
         return f"Loader(streams={list(self.stream_names)}, shards={self.shards}, {state})"
+
+
+def _rebuild(streams: Any, sampler: Any, args: Any, kwargs: Any) -> Loader:
+    return Loader(streams, sampler, *args, **kwargs)
 
 
 @atexit.register

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, overload
+
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 
-def _int_array(obj, name: str) -> np.ndarray:
+def _int_array(obj: npt.ArrayLike, name: str) -> npt.NDArray[np.int64]:
     arr = np.asarray(obj)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array, got dtype {arr.dtype}")
@@ -25,9 +32,17 @@ class RaggedBatch:
     :meth:`to_arrays` give views into ``values``, never copies.
     """
 
-    __slots__ = ("values", "cu_seqlens", "shapes")
+    __slots__ = {
+        "values": "1-D array of every record's elements, record after record.",
+        "cu_seqlens": "Integer array of n + 1 element offsets; record i is values[cu_seqlens[i]:cu_seqlens[i + 1]].",
+        "shapes": "Integer array (n, ndim): the shape of each record.",
+    }
 
-    def __init__(self, values, cu_seqlens, shapes):
+    values: npt.NDArray[Any]
+    cu_seqlens: npt.NDArray[np.integer[Any]]
+    shapes: npt.NDArray[np.integer[Any]]
+
+    def __init__(self, values: npt.ArrayLike, cu_seqlens: npt.ArrayLike, shapes: npt.ArrayLike) -> None:
         values = np.asarray(values)
         if values.ndim != 1:
             raise ValueError(f"values must be 1-D, got shape {values.shape}")
@@ -55,7 +70,9 @@ class RaggedBatch:
         self.shapes = shp
 
     @classmethod
-    def _from_parts(cls, values, cu_seqlens, shapes):
+    def _from_parts(
+        cls, values: npt.NDArray[Any], cu_seqlens: npt.NDArray[np.integer[Any]], shapes: npt.NDArray[np.integer[Any]]
+    ) -> Self:
         """Builds a batch from arrays the engine already validated."""
         self = object.__new__(cls)
         self.values = values
@@ -64,7 +81,7 @@ class RaggedBatch:
         return self
 
     @classmethod
-    def from_records(cls, records, dtype=None) -> "RaggedBatch":
+    def from_records(cls, records: Iterable[npt.ArrayLike], dtype: npt.DTypeLike | None = None) -> Self:
         """Packs a list of arrays (same dtype and ndim) into one batch (a copy)."""
         arrays = [np.asarray(r) for r in records]
         if not arrays:
@@ -89,30 +106,35 @@ class RaggedBatch:
     @property
     def ndim(self) -> int:
         """Dimensions of every record."""
-        return self.shapes.shape[1]
+        return int(self.shapes.shape[1])
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> np.dtype[Any]:
+        """The element type of ``values``."""
         return self.values.dtype
 
     def __len__(self) -> int:
         return len(self.cu_seqlens) - 1
 
-    def _record(self, i: int) -> np.ndarray:
+    def _record(self, i: int) -> npt.NDArray[Any]:
         a, b = self.cu_seqlens[i], self.cu_seqlens[i + 1]
         return self.values[a:b].reshape(tuple(self.shapes[i]))
 
-    def __getitem__(self, key):
+    @overload
+    def __getitem__(self, key: int | np.integer[Any]) -> npt.NDArray[Any]: ...
+    @overload
+    def __getitem__(self, key: slice) -> Self: ...
+    def __getitem__(self, key: int | np.integer[Any] | slice) -> npt.NDArray[Any] | Self:
         """``batch[i]`` is record ``i`` (a view; negative counts from the end);
         ``batch[a:b]`` is a RaggedBatch of those records (values still a view)."""
         n = len(self)
         if isinstance(key, slice):
             start, stop, step = key.indices(n)
             if step != 1:
-                return RaggedBatch.from_records([self._record(i) for i in range(start, stop, step)], self.dtype)
+                return type(self).from_records([self._record(i) for i in range(start, stop, step)], self.dtype)
             stop = max(start, stop)
             cu = self.cu_seqlens[start : stop + 1]
-            return RaggedBatch._from_parts(
+            return self._from_parts(
                 self.values[cu[0] : cu[-1]], cu - cu[0], self.shapes[start:stop]
             )
         if isinstance(key, (bool, np.bool_)):
@@ -124,11 +146,11 @@ class RaggedBatch:
             raise IndexError(f"record index {key} is out of range for a batch of {n} records")
         return self._record(i)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[npt.NDArray[Any]]:
         for i in range(len(self)):
             yield self._record(i)
 
-    def to_arrays(self) -> list:
+    def to_arrays(self) -> list[npt.NDArray[Any]]:
         """Every record as an array of its shape: views into ``values``."""
         cu = self.cu_seqlens.tolist()
         shapes = [tuple(s) for s in self.shapes.tolist()]

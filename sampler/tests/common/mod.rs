@@ -49,15 +49,6 @@ pub fn positions(sampler: &Sampler, start: u128, count: usize) -> Vec<u64> {
     out
 }
 
-/// A tiny splitmix64, independent of the crate, for sampling test inputs.
-pub struct TestRng(pub u64);
-
-impl TestRng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
+/// splitmix64 from the test kit, for sampling test inputs.
+#[allow(unused_imports)] // each test binary uses a part of this module
+pub use zring_testkit::Rng as TestRng;

@@ -1,0 +1,342 @@
+//! A dataset gather: every field of every shard in one parallel run.
+//!
+//! Each requested field's destination is cut into one slot per output record (safe
+//! splitting, no shared-pointer tricks); slots are bucketed by shard, buckets are cut
+//! into tasks of about the same number of bytes, and the caller and the pool's
+//! workers take tasks. A task reads its records through its store's own read path,
+//! so backends, checksums and decompression are exactly a store's.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use zring_platform::AlignedBuf;
+
+use super::Dataset;
+use crate::error::{ArgumentError, Error, Result, SchemaError};
+use crate::read::with_ctx;
+use crate::read::{RaggedBatch, RaggedLayout};
+use crate::schema::{Codec, Layout};
+use crate::store::Store;
+
+/// Output bytes per task, and below which a gather stays on the caller: the same
+/// figures as a store's gather (see `gather.rs`), so a dataset splits work alike.
+const TASK_BYTES: usize = 64 << 10;
+const INLINE_BYTES: usize = 64 << 10;
+/// Decoding costs about this many times a copy (as in a store's gather).
+const COMPRESSED_WORK_FACTOR: usize = 8;
+/// How many records ahead a ragged layout prefetches table entries and shapes (as a
+/// store's layout does: each is a cache miss at a random place).
+const LAYOUT_AHEAD: usize = 8;
+
+/// Where one field of a dataset gather goes.
+pub enum FieldDest<'a> {
+    /// `indices.len() * item_bytes` bytes; record `k` lands at `k * item_bytes`.
+    Dense(&'a mut [u8]),
+    /// The values of a ragged field, laid out by [`Dataset::ragged_layout`].
+    Ragged {
+        layout: &'a RaggedLayout,
+        values: &'a mut [u8],
+    },
+}
+
+/// One field of a gathered batch.
+#[derive(Debug)]
+pub enum FieldBatch {
+    /// Records back to back, `item_bytes` each.
+    Dense(AlignedBuf),
+    Ragged(RaggedBatch),
+}
+
+/// One unit of parallel work: some records of one store into their slots.
+type Task<'a> = Mutex<Option<(&'a Store, Vec<(u64, &'a mut [u8])>)>>;
+
+impl Dataset {
+    /// The output layout of ragged field `field` for `indices`, from the tables alone.
+    pub fn ragged_layout(&self, field: usize, indices: &[u64]) -> Result<RaggedLayout> {
+        let mut layout = RaggedLayout::default();
+        self.ragged_layout_into(field, indices, &mut layout)?;
+        Ok(layout)
+    }
+
+    /// [`Dataset::ragged_layout`] into an existing layout, reusing its capacity.
+    pub fn ragged_layout_into(
+        &self,
+        field: usize,
+        indices: &[u64],
+        layout: &mut RaggedLayout,
+    ) -> Result<()> {
+        let schema = &self.field_at(field)?.schema;
+        let Layout::Ragged { ndim } = schema.layout else {
+            return Err(Error::Schema(SchemaError::FieldLayout {
+                field: self.fields()[field].name.clone(),
+                ragged: false,
+            }));
+        };
+        let itemsize = schema.dtype.itemsize() as u64;
+        layout.start(indices.len(), ndim);
+        for (k, &i) in indices.iter().enumerate() {
+            if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
+                self.prefetch_layout(field, ahead);
+            }
+            let (s, local) = self.locate(i)?;
+            let store = &self.inner.stores[s][field];
+            store.inner.with_ragged_shape(local, |dims, entry| {
+                layout.push(dims, u64::from(entry.logical_len) / itemsize);
+            })?;
+        }
+        layout.finish(itemsize)
+    }
+
+    /// Gathers records `indices` (global, duplicates allowed) of fields `fields`
+    /// (positions in [`Dataset::fields`]) into `dests`, one per field, every field
+    /// and shard in parallel.
+    pub fn gather(
+        &self,
+        indices: &[u64],
+        fields: &[usize],
+        dests: &mut [FieldDest<'_>],
+    ) -> Result<()> {
+        if fields.len() != dests.len() {
+            return Err(Error::InvalidArgument(ArgumentError::FieldCount {
+                fields: fields.len(),
+                destinations: dests.len(),
+            }));
+        }
+        let locs = indices
+            .iter()
+            .map(|&i| self.locate(i))
+            .collect::<Result<Vec<_>>>()?;
+        let shards = self.shards();
+        let mut tasks: Vec<Task<'_>> = Vec::new();
+        let mut total_bytes = 0usize;
+        let mut factor = 1;
+        for (&f, dest) in fields.iter().zip(dests.iter_mut()) {
+            let slots = self.slots(f, indices.len(), dest)?;
+            let wf = self.work_factor(f);
+            factor = factor.max(wf);
+            let mut buckets: Vec<Vec<(u64, &mut [u8])>> = (0..shards).map(|_| Vec::new()).collect();
+            for (&(s, local), slot) in locs.iter().zip(slots) {
+                total_bytes += slot.len();
+                buckets[s].push((local, slot));
+            }
+            for (s, bucket) in buckets.into_iter().enumerate() {
+                let store = &self.inner.stores[s][f];
+                cut_tasks(store, bucket, TASK_BYTES / wf, &mut tasks);
+            }
+        }
+        let helpers = if total_bytes < INLINE_BYTES / factor {
+            0
+        } else {
+            self.helpers()
+        };
+        let first_err: OnceLock<Error> = OnceLock::new();
+        self.inner.opts.pool.get().run(tasks.len(), helpers, |t| {
+            if first_err.get().is_some() {
+                return;
+            }
+            let job = tasks[t]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            let Some((store, items)) = job else { return };
+            let r = with_ctx(|ctx| store.inner.read_task(items.into_iter(), ctx));
+            if let Err(e) = r {
+                let _ = first_err.set(e);
+            }
+        });
+        match first_err.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Gathers fields `fields` of `indices` into new buffers.
+    pub fn gather_vec(&self, indices: &[u64], fields: &[usize]) -> Result<Vec<FieldBatch>> {
+        let align = zring_platform::buffer::DEFAULT_ALIGN;
+        let alloc = |n: usize| {
+            AlignedBuf::new(n, align)
+                .map_err(|e| Error::io(self.path(), "allocating a batch buffer", e))
+        };
+        let mut layouts = Vec::with_capacity(fields.len());
+        let mut bufs = Vec::with_capacity(fields.len());
+        for &f in fields {
+            let schema = &self.field_at(f)?.schema;
+            match schema.item_bytes() {
+                Some(w) => {
+                    let n = indices
+                        .len()
+                        .checked_mul(w as usize)
+                        .ok_or(Error::InvalidArgument(ArgumentError::BatchTooLarge))?;
+                    layouts.push(None);
+                    bufs.push(alloc(n)?);
+                }
+                None => {
+                    let layout = self.ragged_layout(f, indices)?;
+                    bufs.push(alloc(layout.values_bytes)?);
+                    layouts.push(Some(layout));
+                }
+            }
+        }
+        {
+            let mut dests: Vec<FieldDest<'_>> = bufs
+                .iter_mut()
+                .zip(&layouts)
+                .map(|(buf, layout)| match layout {
+                    None => FieldDest::Dense(&mut buf[..]),
+                    Some(layout) => FieldDest::Ragged {
+                        layout,
+                        values: &mut buf[..],
+                    },
+                })
+                .collect();
+            self.gather(indices, fields, &mut dests)?;
+        }
+        Ok(bufs
+            .into_iter()
+            .zip(layouts)
+            .zip(fields)
+            .map(|((values, layout), &f)| match layout {
+                None => FieldBatch::Dense(values),
+                Some(l) => FieldBatch::Ragged(RaggedBatch {
+                    values,
+                    cu_seqlens: l.cu_seqlens,
+                    shapes: l.shapes,
+                    ndim: self.fields()[f].schema.ndim(),
+                }),
+            })
+            .collect())
+    }
+
+    /// Starts loading global record `i`'s table entry and shape of `field` into the
+    /// cache (an index out of range is left to the read that follows to report).
+    fn prefetch_layout(&self, field: usize, i: u64) {
+        if let Ok((s, local)) = self.locate(i) {
+            let store = &self.inner.stores[s][field];
+            if local < store.len() {
+                store.inner.prefetch_layout(local);
+            }
+        }
+    }
+
+    pub(crate) fn field_at(&self, field: usize) -> Result<&super::Field> {
+        self.fields().get(field).ok_or_else(|| {
+            Error::InvalidArgument(ArgumentError::FieldPosition {
+                field,
+                fields: self.fields().len(),
+            })
+        })
+    }
+
+    /// Cuts field `field`'s destination into one slot per record, checking its size.
+    fn slots<'d>(
+        &self,
+        field: usize,
+        n: usize,
+        dest: &'d mut FieldDest<'_>,
+    ) -> Result<Vec<&'d mut [u8]>> {
+        let schema = &self.field_at(field)?.schema;
+        let name = &self.fields()[field].name;
+        match (dest, schema.item_bytes()) {
+            (FieldDest::Dense(d), Some(w)) => {
+                let w = w as usize;
+                if n.checked_mul(w) != Some(d.len()) {
+                    return Err(Error::InvalidArgument(ArgumentError::DestinationSize {
+                        field: Some(name.clone()),
+                        len: d.len(),
+                        records: n,
+                        width: w,
+                    }));
+                }
+                // A zero-size record still needs one (empty) slot per index.
+                Ok(match w {
+                    0 => (0..n).map(|_| &mut [][..]).collect(),
+                    _ => d.chunks_mut(w).collect(),
+                })
+            }
+            (FieldDest::Ragged { layout, values }, None) => {
+                let itemsize = schema.dtype.itemsize();
+                let cu = &layout.cu_seqlens;
+                let monotonic = cu.windows(2).all(|w| w[0] <= w[1]);
+                let end = cu
+                    .last()
+                    .and_then(|&c| usize::try_from(c).ok()?.checked_mul(itemsize));
+                if cu.len() != n + 1
+                    || cu.first() != Some(&0)
+                    || !monotonic
+                    || end != Some(values.len())
+                {
+                    return Err(Error::InvalidArgument(
+                        ArgumentError::RaggedLayoutMismatch {
+                            field: Some(name.clone()),
+                            layout_records: cu.len().saturating_sub(1),
+                            layout_bytes: end,
+                            indices: n,
+                            values: values.len(),
+                        },
+                    ));
+                }
+                let mut rest: &'d mut [u8] = values;
+                let mut out = Vec::with_capacity(n);
+                for w in cu.windows(2) {
+                    // Checked above: non-decreasing and ending at the buffer's length.
+                    let len = (w[1] - w[0]) as usize * itemsize;
+                    let (slot, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    out.push(slot);
+                    rest = tail;
+                }
+                Ok(out)
+            }
+            (FieldDest::Dense(_), None) => Err(Error::Schema(SchemaError::FieldLayout {
+                field: name.clone(),
+                ragged: true,
+            })),
+            (FieldDest::Ragged { .. }, Some(_)) => Err(Error::Schema(SchemaError::FieldLayout {
+                field: name.clone(),
+                ragged: false,
+            })),
+        }
+    }
+
+    /// How much more a byte of this field costs to produce than to copy.
+    fn work_factor(&self, field: usize) -> usize {
+        let compressed = self
+            .inner
+            .stores
+            .iter()
+            .any(|row| row[field].codec() != Codec::Raw);
+        if compressed {
+            COMPRESSED_WORK_FACTOR
+        } else {
+            1
+        }
+    }
+
+    /// Pool workers that may help one gather (`ReadOptions::threads`, 0 = all).
+    fn helpers(&self) -> usize {
+        match self.inner.opts.threads {
+            0 => self.inner.opts.pool.get().workers(),
+            t => t - 1,
+        }
+    }
+}
+
+/// Cuts one store's share of a gather into tasks of about `task_bytes` each.
+fn cut_tasks<'a>(
+    store: &'a Store,
+    items: Vec<(u64, &'a mut [u8])>,
+    task_bytes: usize,
+    tasks: &mut Vec<Task<'a>>,
+) {
+    let mut cur: Vec<(u64, &'a mut [u8])> = Vec::new();
+    let mut bytes = 0usize;
+    for item in items {
+        bytes += item.1.len();
+        cur.push(item);
+        if bytes >= task_bytes {
+            tasks.push(Mutex::new(Some((store, std::mem::take(&mut cur)))));
+            bytes = 0;
+        }
+    }
+    if !cur.is_empty() {
+        tasks.push(Mutex::new(Some((store, cur))));
+    }
+}

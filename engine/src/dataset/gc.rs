@@ -1,0 +1,225 @@
+//! Removing what old versions of a dataset left behind.
+//!
+//! Every publication leaves the previous manifests (`manifests/<version>.json`) and,
+//! after an `overwrite`, stores that no newer version names; a writer killed before
+//! publishing leaves stores no manifest names and hidden temporary files.
+//! [`collect_garbage`] keeps the newest `keep` versions (the current one always) and
+//! every store any of them names, and removes the rest of that list:
+//!
+//! - manifests of versions older than the kept ones;
+//! - stores under `data/` named `v<version>-...zr` that no kept manifest names and
+//!   whose `<version>` is not newer than the current one (a writer building the next
+//!   version writes stores named with it, so they are never touched);
+//! - temporary files of writers whose process is gone and that have not changed for
+//!   a minute (`data/.<name>.<pid>.<n>.zr-tmp`, `.<name>.<pid>.tmp` beside a
+//!   manifest).
+//!
+//! Manifests go before the stores they name, so an interruption never leaves a
+//! manifest whose stores are gone. A reader that opened an older version holds its
+//! stores open: on a local file system it keeps reading them after they are removed
+//! (the files live until their last descriptor is closed); reopening a removed
+//! version fails with the manifest's "not found" error.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::location::{LocalDir, Location};
+use super::manifest::{Manifest, DATA_DIR, VERSIONS_DIR};
+use crate::error::{ArgumentError, Error, ManifestProblem, Result};
+
+/// A temporary file must be this old (unchanged) before it is removed: a writer in
+/// another pid namespace sharing the directory may be alive under a pid we cannot see.
+const TEMP_IDLE: Duration = Duration::from_secs(60);
+
+/// What [`collect_garbage`] removed (or, with `dry_run`, would remove).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// The current version.
+    pub current: u64,
+    /// The versions kept, oldest first (their manifests exist).
+    pub kept_versions: Vec<u64>,
+    /// Manifest files removed.
+    pub manifests: Vec<PathBuf>,
+    /// Store files removed.
+    pub stores: Vec<PathBuf>,
+    /// Temporary files of dead writers removed.
+    pub temps: Vec<PathBuf>,
+    /// Bytes of the removed files.
+    pub bytes: u64,
+}
+
+/// Removes from the dataset in `dir` every manifest older than the newest `keep`
+/// versions, every store none of those versions names, and stale temporary files
+/// (see the module documentation). With `dry_run`, removes nothing and reports what
+/// it would remove.
+pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Result<GcReport> {
+    let dir = dir.as_ref();
+    if keep == 0 {
+        return Err(Error::InvalidArgument(ArgumentError::GcKeepNone));
+    }
+    let location = LocalDir::new(dir);
+    let parse = |version: Option<u64>| -> Result<Manifest> {
+        let text = location.read_manifest(version)?;
+        Manifest::from_json(&text).map_err(|problem| {
+            let problem = match version {
+                Some(version) => ManifestProblem::InVersion {
+                    version,
+                    problem: Box::new(problem),
+                },
+                None => problem,
+            };
+            Error::manifest(dir, problem)
+        })
+    };
+    let current = parse(None)?;
+    let oldest_kept = current.version.saturating_sub(keep - 1).max(1);
+    let versions_dir = dir.join(VERSIONS_DIR);
+    let mut published = Vec::new();
+    for entry in read_dir(&versions_dir)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(v) = name
+            .strip_suffix(".json")
+            .filter(|s| s.len() == 10)
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            published.push((v, entry.path()));
+        }
+    }
+    published.sort();
+    let mut report = GcReport {
+        current: current.version,
+        ..GcReport::default()
+    };
+    // Every store a kept version names. A kept manifest that cannot be read stops the
+    // collection: what it names is unknown, so nothing could be removed safely.
+    let mut referenced: BTreeSet<String> = BTreeSet::new();
+    referenced.extend(current.shards.iter().flat_map(|s| s.files.iter().cloned()));
+    for &(v, _) in &published {
+        if (oldest_kept..current.version).contains(&v) {
+            let m = parse(Some(v))?;
+            referenced.extend(m.shards.iter().flat_map(|s| s.files.iter().cloned()));
+        }
+        if (oldest_kept..=current.version).contains(&v) {
+            report.kept_versions.push(v);
+        }
+    }
+    for (v, path) in &published {
+        if *v < oldest_kept {
+            remove(path, dry_run, &mut report.bytes)?;
+            report.manifests.push(path.clone());
+        }
+    }
+    let data = dir.join(DATA_DIR);
+    for entry in read_dir(&data)? {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name.starts_with('.') {
+            if name.ends_with(".zr-tmp") && stale_temp(&name, ".zr-tmp", &entry) {
+                remove(&path, dry_run, &mut report.bytes)?;
+                report.temps.push(path);
+            }
+            continue;
+        }
+        let rel = format!("{DATA_DIR}/{name}");
+        if referenced.contains(&rel) || !name.ends_with(".zr") {
+            continue;
+        }
+        // Only stores named by zring's builder, for a version not newer than the
+        // current one (a writer building the next version is not disturbed).
+        let Some(v) = store_version(&name) else {
+            continue;
+        };
+        if v <= current.version {
+            remove(&path, dry_run, &mut report.bytes)?;
+            report.stores.push(path);
+        }
+    }
+    for d in [dir.to_path_buf(), versions_dir] {
+        for entry in read_dir(&d)? {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") && stale_temp(&name, ".tmp", &entry)
+            {
+                remove(&entry.path(), dry_run, &mut report.bytes)?;
+                report.temps.push(entry.path());
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The entries of directory `d` (none if it does not exist).
+fn read_dir(d: &Path) -> Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(d) {
+        Ok(it) => it
+            .map(|e| e.map_err(|e| Error::io(d, "listing the dataset directory", e)))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(Error::io(d, "listing the dataset directory", e)),
+    }
+}
+
+/// The version in a builder's store name `v<version>-<shard>.<field>.zr`.
+fn store_version(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix('v')?;
+    let (v, _) = rest.split_once('-')?;
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+/// Whether the temporary file `.<name>.<pid>[.<n>]<suffix>` belongs to a writer that
+/// is gone: its pid is not alive (and not ours) and it has not changed for a minute.
+fn stale_temp(file: &str, suffix: &str, entry: &fs::DirEntry) -> bool {
+    let Some(body) = file.strip_suffix(suffix) else {
+        return false;
+    };
+    // Names may hold dots: the pid is counted from the end (a store's temporary
+    // name ends `.<pid>.<n>`, a manifest's `.<pid>`).
+    let parts: Vec<&str> = body.rsplit('.').take(2).collect();
+    let pid = match suffix {
+        ".zr-tmp" => parts.get(1),
+        _ => parts.first(),
+    }
+    .and_then(|p| p.parse::<u32>().ok());
+    let Some(pid) = pid else {
+        return false;
+    };
+    let idle = entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= TEMP_IDLE);
+    pid != std::process::id() && idle && !zring_platform::cleanup::is_alive(pid)
+}
+
+fn remove(path: &Path, dry_run: bool, bytes: &mut u64) -> Result<()> {
+    let len = fs::symlink_metadata(path).map(|m| m.len()).unwrap_or(0);
+    if !dry_run {
+        match fs::remove_file(path) {
+            Ok(()) => {}
+            // Removed meanwhile (another collection): nothing left to do.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(path, "removing an old dataset file", e)),
+        }
+    }
+    *bytes += len;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_names_give_their_version() {
+        assert_eq!(store_version("v000003-000001.tokens.zr"), Some(3));
+        assert_eq!(store_version("v12-0.a.zr"), Some(12));
+        assert_eq!(store_version("x000003-000001.a.zr"), None);
+        assert_eq!(store_version("v-1.a.zr"), None);
+        assert_eq!(store_version("vab-1.a.zr"), None);
+    }
+}

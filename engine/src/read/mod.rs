@@ -1,0 +1,658 @@
+//! The read path: everything between "records `i, j, k` of this store" and their
+//! bytes in the caller's buffer. [`Store`](crate::Store) opens and validates a store
+//! and hands every read here.
+//!
+//! ```text
+//! indices ──► table entries ──► plan (reads) ──► source executes ──► check + decode ──► slots
+//!             meta.rs            plan.rs          source.rs           decode.rs
+//! ```
+//!
+//! - `meta`: table entries and shapes (mapped, copied at open, or read on demand);
+//! - [`plan`]: the pure planner (records -> reads, neighbours merged);
+//! - `source`: the source chosen once at open (`mmap`, `pread`, `uring`, O_DIRECT)
+//!   and its executor;
+//! - `decode`: checksums, zstd decoders and per-thread scratch;
+//! - `gather`: dense, ragged and single-record reads cut into tasks for the pool;
+//! - `verify`: checking every record;
+//! - `netfs`: whether a file is on a network file system (`Auto` then never maps it).
+
+mod backend;
+mod decode;
+mod gather;
+mod meta;
+mod netfs;
+pub(crate) mod plan;
+mod source;
+mod verify;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use zring_platform::PoolHandle;
+
+use crate::error::{
+    AllocFailure, Allocation, Error, RecordProblem, Result, SectionKind, StoreProblem,
+};
+use crate::format::{self, Entry, Footer, RecordCodec, Section, Superblock};
+use crate::schema::{Layout, StoreSchema};
+
+pub use backend::{Backend, ParseBackendError};
+pub use gather::{RaggedBatch, RaggedLayout};
+pub use plan::{Coalesce, Read};
+
+pub(crate) use decode::with_ctx;
+// Used by the remote reader only.
+#[cfg(feature = "remote")]
+pub(crate) use decode::DecodeCtx;
+pub(crate) use meta::Meta;
+#[cfg(feature = "remote")]
+pub(crate) use source::check_slot;
+pub(crate) use source::Source;
+
+/// How a store is read.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Which system interface moves record bytes (see [`Backend`]).
+    pub backend: Backend,
+    /// Check every record's checksum on every read (on by default; one XXH3 pass
+    /// over each record's stored bytes while they are in cache). `verify()` always
+    /// checks.
+    pub verify_checksums: bool,
+    /// Threads per gather, counting the caller: 0 means the caller plus every pool
+    /// worker (one per core); 1 means the caller alone.
+    pub threads: usize,
+    /// Reads each thread keeps in flight with the `uring` backend (1..=256).
+    pub queue_depth: usize,
+    /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
+    /// benchmarks). Needs a file system that supports it; not with `mmap`.
+    pub direct: bool,
+    /// The worker pool gathers, verifies and async reads run on: the process-wide
+    /// pool by default, or one of the caller's (a loader or a service sizing its
+    /// own threads; see [`ReadOptions::with_pool`]).
+    pub pool: PoolHandle,
+    /// How stores at URLs are read (coalescing, concurrency, retries, timeouts, the
+    /// local cache); see docs/remote.md. Ignored for local paths.
+    pub remote: crate::remote::RemoteOptions,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Auto,
+            verify_checksums: true,
+            threads: 0,
+            queue_depth: 64,
+            direct: false,
+            pool: PoolHandle::global(),
+            remote: crate::remote::RemoteOptions::default(),
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Default options with `backend`.
+    pub fn with_backend(backend: Backend) -> Self {
+        Self {
+            backend,
+            ..Self::default()
+        }
+    }
+
+    /// These options with the reads run on `pool` (with `threads` 0, a gather uses
+    /// the caller and every worker of `pool`).
+    pub fn with_pool(mut self, pool: impl Into<PoolHandle>) -> Self {
+        self.pool = pool.into();
+        self
+    }
+
+    /// These options with checksum verification on reads turned on (the default) or
+    /// off.
+    pub fn verify_checksums(mut self, on: bool) -> Self {
+        self.verify_checksums = on;
+        self
+    }
+}
+
+/// Summary figures of a store, from its table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub records: u64,
+    /// Uncompressed payload bytes.
+    pub logical_bytes: u64,
+    /// Payload bytes on disk (without alignment padding).
+    pub stored_bytes: u64,
+    /// Records kept raw (in a compressed store: those that did not shrink).
+    pub raw_records: u64,
+    pub file_bytes: u64,
+}
+
+/// Records served by each backend, from [`Store::reads_served`](crate::Store::reads_served).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadsServed {
+    pub pread: u64,
+    pub mmap: u64,
+    pub uring: u64,
+    /// Records read from object storage (a store opened from a URL).
+    pub remote: u64,
+}
+
+/// The counters behind [`ReadsServed`]: bumped once per task, not per record.
+#[derive(Default)]
+struct ServedCounters {
+    pread: AtomicU64,
+    mmap: AtomicU64,
+    uring: AtomicU64,
+    remote: AtomicU64,
+}
+
+impl ServedCounters {
+    fn add(&self, backend: Backend, records: u64) {
+        let c = match backend {
+            Backend::Mmap => &self.mmap,
+            Backend::Uring => &self.uring,
+            _ => &self.pread,
+        };
+        c.fetch_add(records, Ordering::Relaxed);
+    }
+}
+
+/// An open store's read side: its validated layout, where its metadata and records
+/// come from, and how reads are checked. Shared by every clone of a `Store`.
+pub(crate) struct Reader {
+    pub(crate) path: PathBuf,
+    pub(crate) footer: Footer,
+    pub(crate) stored: StoreSchema,
+    pub(crate) superblock: Superblock,
+    /// The backend in use (`Auto` resolved).
+    pub(crate) backend: Backend,
+    /// The zstd dictionary (empty unless the codec is zstd-dict).
+    pub(crate) dict: Vec<u8>,
+    source: Source,
+    meta: Meta,
+    verify: bool,
+    threads: usize,
+    /// The pool this store's reads run on.
+    pub(crate) pool: PoolHandle,
+    /// Distinguishes stores in per-thread decoder caches.
+    id: u64,
+    pub(crate) item_bytes: Option<u64>,
+    served: ServedCounters,
+}
+
+/// What opening a store found, before the schema is parsed: its checked sections.
+pub(crate) struct Opened {
+    pub(crate) source: Source,
+    pub(crate) backend: Backend,
+    pub(crate) meta: Meta,
+    pub(crate) dict: Vec<u8>,
+    pub(crate) schema_json: Vec<u8>,
+}
+
+impl Opened {
+    /// Opens the source of the store at `path` (footer read and checked against the
+    /// file by the caller) and loads and checksums its metadata sections: dictionary
+    /// and schema into memory; table and shapes mapped (`mmap`), copied, or, when
+    /// larger than [`meta::IN_MEMORY_MAX`], checksummed in chunks and read on demand.
+    pub(crate) fn load(path: &Path, file: File, opts: &ReadOptions, f: &Footer) -> Result<Self> {
+        // A second descriptor reads metadata: the source may be O_DIRECT, and a
+        // table read on demand needs a handle of its own.
+        let meta_file = file
+            .try_clone()
+            .map_err(|e| Error::io(path, "duplicating the store's descriptor", e))?;
+        let (source, backend) = Source::open(path, file, opts, f)?;
+        let read = |s: Section, section: SectionKind| -> Result<Vec<u8>> {
+            let len = usize::try_from(s.len)
+                .map_err(|_| Error::corrupt(path, StoreProblem::SectionTooLarge { section }))?;
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(len).map_err(|e| {
+                Error::out_of_memory(
+                    Allocation::Section { section },
+                    s.len,
+                    Some(path),
+                    Some(AllocFailure::Reserve(e)),
+                )
+            })?;
+            buf.resize(len, 0);
+            zring_platform::file::read_exact_at(&meta_file, &mut buf, s.offset)
+                .map_err(|e| changed_or(path, &meta_file, f, e, "reading metadata"))?;
+            check_section(path, s, section, &buf)?;
+            Ok(buf)
+        };
+        let dict = read(f.dict, SectionKind::Dictionary)?;
+        let schema_json = read(f.schema, SectionKind::Schema)?;
+        let meta = match source.mapping() {
+            Some(map) => {
+                let bytes = map.bytes();
+                for (s, name) in [
+                    (f.shapes, SectionKind::Shapes),
+                    (f.table, SectionKind::Table),
+                ] {
+                    // Bounds were checked against this very mapping's length.
+                    let body = bytes
+                        .get(s.offset as usize..(s.offset + s.len) as usize)
+                        .ok_or_else(|| {
+                            Error::corrupt(
+                                path,
+                                StoreProblem::SectionOutside {
+                                    section: name,
+                                    object: false,
+                                },
+                            )
+                        })?;
+                    check_section(path, s, name, body)?;
+                }
+                Meta::Mapped {
+                    map: map.clone(),
+                    table: f.table,
+                    shapes: f.shapes,
+                }
+            }
+            None if f.table.len + f.shapes.len <= in_memory_max() => Meta::Memory {
+                shapes: read(f.shapes, SectionKind::Shapes)?.into_boxed_slice(),
+                table: read(f.table, SectionKind::Table)?.into_boxed_slice(),
+            },
+            None => {
+                for (s, name) in [
+                    (f.shapes, SectionKind::Shapes),
+                    (f.table, SectionKind::Table),
+                ] {
+                    checksum_in_chunks(path, &meta_file, f, s, name)?;
+                }
+                Meta::OnDemand {
+                    file: meta_file,
+                    table: f.table,
+                    shapes: f.shapes,
+                }
+            }
+        };
+        if backend != Backend::Mmap {
+            if let Some(file) = source.file() {
+                zring_platform::file::advise_random(file.file());
+            }
+        }
+        Ok(Self {
+            source,
+            backend,
+            meta,
+            dict,
+            schema_json,
+        })
+    }
+}
+
+/// The most table and shape bytes copied at open ([`meta::IN_MEMORY_MAX`]; tests
+/// lower it to exercise on-demand lookups).
+fn in_memory_max() -> u64 {
+    #[cfg(test)]
+    if let Some(max) = tests::IN_MEMORY_MAX.get() {
+        return max;
+    }
+    meta::IN_MEMORY_MAX
+}
+
+/// A failed metadata read: [`Error::FileChanged`] when the file is no longer the
+/// length the footer says, else the I/O error.
+fn changed_or(
+    path: &Path,
+    file: &File,
+    f: &Footer,
+    e: std::io::Error,
+    what: &'static str,
+) -> Error {
+    match file.metadata().map(|m| m.len()) {
+        Ok(len) if len != f.file_len => Error::FileChanged {
+            path: path.to_path_buf(),
+            len,
+            expected: f.file_len,
+        },
+        _ => Error::io(path, what, e),
+    }
+}
+
+pub(crate) fn check_section(
+    path: &Path,
+    s: Section,
+    section: SectionKind,
+    body: &[u8],
+) -> Result<()> {
+    let actual = format::checksum(body);
+    if actual != s.checksum {
+        return Err(Error::corrupt(
+            path,
+            StoreProblem::SectionChecksum {
+                section,
+                expected: s.checksum,
+                actual,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Checksums a section too large to copy, 1 MiB at a time.
+fn checksum_in_chunks(
+    path: &Path,
+    file: &File,
+    f: &Footer,
+    s: Section,
+    section: SectionKind,
+) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut at = s.offset;
+    while at < s.offset + s.len {
+        let n = CHUNK.min(s.offset + s.len - at) as usize;
+        zring_platform::file::read_exact_at(file, &mut buf[..n], at)
+            .map_err(|e| changed_or(path, file, f, e, "reading metadata"))?;
+        hasher.update(&buf[..n]);
+        at += n as u64;
+    }
+    let actual = hasher.digest();
+    if actual != s.checksum {
+        return Err(Error::corrupt(
+            path,
+            StoreProblem::SectionChecksum {
+                section,
+                expected: s.checksum,
+                actual,
+            },
+        ));
+    }
+    Ok(())
+}
+
+impl Reader {
+    /// The read side of a validated store.
+    pub(crate) fn new(
+        path: PathBuf,
+        opened: Opened,
+        footer: Footer,
+        superblock: Superblock,
+        stored: StoreSchema,
+        opts: &ReadOptions,
+    ) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Self {
+            path,
+            item_bytes: stored.schema.item_bytes(),
+            footer,
+            stored,
+            superblock,
+            backend: opened.backend,
+            dict: opened.dict,
+            source: opened.source,
+            meta: opened.meta,
+            verify: opts.verify_checksums,
+            threads: opts.threads,
+            pool: opts.pool.clone(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            served: ServedCounters::default(),
+        }
+    }
+
+    /// The options of the reads a dataset of this store makes: its backend, checksum
+    /// rule, threads and pool.
+    pub(crate) fn read_options(&self) -> ReadOptions {
+        ReadOptions {
+            backend: self.backend,
+            verify_checksums: self.verify,
+            threads: self.threads,
+            pool: self.pool.clone(),
+            ..ReadOptions::default()
+        }
+    }
+
+    /// Counts `records` served by `backend`.
+    pub(crate) fn served(&self, backend: Backend, records: u64) {
+        self.served.add(backend, records);
+    }
+
+    /// Counts `records` read from object storage.
+    #[cfg(feature = "remote")]
+    pub(crate) fn served_remote(&self, records: u64) {
+        self.served.remote.fetch_add(records, Ordering::Relaxed);
+    }
+
+    /// Whether the store was opened from a URL.
+    pub(crate) fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        if let Source::Remote(_) = self.source {
+            return true;
+        }
+        false
+    }
+
+    /// The remote source, for a store opened from a URL.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(&self) -> Option<&std::sync::Arc<crate::remote::RemoteSource>> {
+        match &self.source {
+            Source::Remote(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// See [`Store::reads_served`](crate::Store::reads_served).
+    pub(crate) fn reads_served(&self) -> ReadsServed {
+        let s = &self.served;
+        ReadsServed {
+            pread: s.pread.load(Ordering::Relaxed),
+            mmap: s.mmap.load(Ordering::Relaxed),
+            uring: s.uring.load(Ordering::Relaxed),
+            remote: s.remote.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether records are read with O_DIRECT.
+    pub(crate) fn is_direct(&self) -> bool {
+        matches!(self.source, Source::Direct { .. })
+    }
+
+    pub(crate) fn check_index(&self, index: u64) -> Result<()> {
+        if index >= self.footer.record_count {
+            return Err(Error::IndexOutOfRange {
+                path: self.path.clone(),
+                index,
+                len: self.footer.record_count,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<()> {
+        let n = self.footer.record_count;
+        match indices.iter().find(|&&i| i >= n) {
+            Some(&i) => self.check_index(i),
+            None => Ok(()),
+        }
+    }
+
+    /// Decodes and bounds-checks the entry of an in-range record.
+    pub(crate) fn entry(&self, index: u64) -> Result<Entry> {
+        let raw = self
+            .meta
+            .entry(index)
+            .map_err(|e| self.read_err(Some(index), e))?;
+        let e = Entry::decode(&raw).map_err(|source| Error::CorruptEntry {
+            path: self.path.clone(),
+            index,
+            source,
+        })?;
+        let data = self.footer.data;
+        let end = e.offset.checked_add(u64::from(e.stored_len));
+        if e.offset < data.offset || end.is_none_or(|end| end > data.offset + data.len) {
+            return Err(Error::record(
+                &self.path,
+                index,
+                RecordProblem::OutsideDataRegion {
+                    offset: e.offset,
+                    stored_len: e.stored_len,
+                    data_start: data.offset,
+                    data_end: data.offset + data.len,
+                },
+            ));
+        }
+        if e.codec == RecordCodec::ZstdDict && self.dict.is_empty() {
+            return Err(Error::record(
+                &self.path,
+                index,
+                RecordProblem::NoDictionary,
+            ));
+        }
+        if let Some(w) = self.item_bytes {
+            if u64::from(e.logical_len) != w {
+                return Err(Error::record(
+                    &self.path,
+                    index,
+                    RecordProblem::LogicalLength {
+                        logical: e.logical_len,
+                        record_bytes: w,
+                    },
+                ));
+            }
+        }
+        Ok(e)
+    }
+
+    /// Starts loading record `index`'s table entry and shape into the cache (a hint
+    /// for layouts computed ahead of their reads).
+    pub(crate) fn prefetch_layout(&self, index: u64) {
+        self.meta.prefetch(index, self.stored.schema.ndim());
+    }
+
+    /// Runs `f` on the dims (little-endian u32) of ragged record `index` and its
+    /// validated entry, after checking the dims against the entry's logical length.
+    pub(crate) fn with_ragged_shape<T>(
+        &self,
+        index: u64,
+        f: impl FnOnce(&[u8], Entry) -> T,
+    ) -> Result<T> {
+        let e = self.entry(index)?;
+        let ndim = self.stored.schema.ndim();
+        let itemsize = self.stored.schema.dtype.itemsize() as u64;
+        let checked = self
+            .meta
+            .with_shape(index, ndim, |dims| {
+                let elems = dims
+                    .chunks_exact(4)
+                    .map(|d| u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])))
+                    .try_fold(1u64, u64::checked_mul);
+                match elems.and_then(|n| n.checked_mul(itemsize)) {
+                    Some(b) if b == u64::from(e.logical_len) => Ok(f(dims, e)),
+                    b => Err(b),
+                }
+            })
+            .map_err(|err| self.read_err(Some(index), err))?;
+        checked.map_err(|bytes| {
+            Error::record(
+                &self.path,
+                index,
+                RecordProblem::ShapeBytes {
+                    shape_bytes: bytes,
+                    logical: e.logical_len,
+                },
+            )
+        })
+    }
+
+    /// The shape of record `index` (the item shape for dense stores).
+    pub(crate) fn shape(&self, index: u64) -> Result<Vec<u64>> {
+        self.check_index(index)?;
+        match &self.stored.schema.layout {
+            Layout::Dense { item_shape } => Ok(item_shape.clone()),
+            Layout::Ragged { .. } => self.with_ragged_shape(index, |dims, _| {
+                dims.chunks_exact(4)
+                    .map(|d| u64::from(u32::from_le_bytes([d[0], d[1], d[2], d[3]])))
+                    .collect()
+            }),
+        }
+    }
+
+    /// Counts logical and stored bytes over the whole table.
+    pub(crate) fn stats(&self) -> Result<StoreStats> {
+        let mut s = StoreStats {
+            records: self.footer.record_count,
+            file_bytes: self.footer.file_len,
+            ..StoreStats::default()
+        };
+        for i in 0..self.footer.record_count {
+            let e = self.entry(i)?;
+            s.logical_bytes += u64::from(e.logical_len);
+            s.stored_bytes += u64::from(e.stored_len);
+            s.raw_records += u64::from(e.codec == RecordCodec::Raw);
+        }
+        Ok(s)
+    }
+
+    /// The reads a batch of `indices` needs under `rule`, without doing them.
+    pub(crate) fn plan(&self, indices: &[u64], rule: Coalesce) -> Result<(Vec<Entry>, Vec<Read>)> {
+        self.check_indices(indices)?;
+        let entries = indices
+            .iter()
+            .map(|&i| self.entry(i))
+            .collect::<Result<Vec<_>>>()?;
+        let reads = plan::coalesce(&entries, rule);
+        Ok((entries, reads))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::{DType, Schema, Store, WriteOptions, Writer};
+
+    thread_local! {
+        pub(super) static IN_MEMORY_MAX: Cell<Option<u64>> = const { Cell::new(None) };
+    }
+
+    #[test]
+    fn tables_too_large_to_copy_are_read_on_demand_and_survive_truncation() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("r.zr");
+        let mut w = Writer::create(&path, Schema::ragged(DType::U8, 1), WriteOptions::default())
+            .expect("create");
+        let records: Vec<Vec<u8>> = (0..200u32)
+            .map(|i| vec![i as u8; 100 + i as usize])
+            .collect();
+        let values: Vec<u8> = records.concat();
+        let mut cu = vec![0u64];
+        for r in &records {
+            cu.push(cu[cu.len() - 1] + r.len() as u64);
+        }
+        let shapes: Vec<u32> = records.iter().map(|r| r.len() as u32).collect();
+        w.append_ragged(&values, &cu, &shapes).expect("append");
+        w.close().expect("close");
+        IN_MEMORY_MAX.with(|m| m.set(Some(0)));
+        let store = Store::open(&path, ReadOptions::with_backend(Backend::Pread)).expect("open");
+        IN_MEMORY_MAX.with(|m| m.set(None));
+        assert!(matches!(store.inner.meta, Meta::OnDemand { .. }));
+        let batch = store.gather_ragged(&[199, 3]).expect("gather");
+        assert_eq!(batch.record(0, 1), Some(records[199].as_slice()));
+        assert_eq!(store.shape(5).expect("shape"), vec![105]);
+        store.verify().expect("verify");
+        let len = std::fs::metadata(&path).expect("stat").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(8192))
+            .expect("truncate");
+        for r in [
+            store.stats().map(|_| ()),
+            store.shape(199).map(|_| ()),
+            store.verify(),
+        ] {
+            match r {
+                Err(Error::FileChanged {
+                    len: 8192,
+                    expected,
+                    ..
+                }) => assert_eq!(expected, len),
+                other => panic!("expected FileChanged, got {other:?}"),
+            }
+        }
+    }
+}

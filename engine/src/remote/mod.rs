@@ -1,0 +1,93 @@
+//! Remote stores: `s3://`, `gs://`, `az://`, `http(s)://` and `file://` URLs open as
+//! stores and datasets wherever a path does. Remote is a location, not a format: the
+//! object's bytes are the store file's bytes, read with ranged GETs planned from its
+//! table and checked and decoded by the same code as local reads (`read/decode.rs`).
+//!
+//! - `options`: [`RemoteOptions`] and [`CacheOptions`] (plain data, always built);
+//! - `plan`: the pure GET planner (records sorted by offset, neighbours coalesced,
+//!   or the cache's chunks);
+//! - `runtime`: the tokio runtime zring owns for object_store (callers need none);
+//! - `object`: URLs to object_store clients, credentials from the environment;
+//! - `fetch`: a batch's GETs kept `in_flight` deep, each record decoded into its
+//!   slot as soon as its bytes arrive;
+//! - `cache`: the local chunk cache shared by processes;
+//! - `open`: a store's superblock, footer and metadata in a few ranged GETs;
+//! - `location`: datasets at a URL.
+//!
+//! Everything but `options` and `plan` is behind the `remote` cargo feature.
+
+mod options;
+pub(crate) mod plan;
+
+#[cfg(feature = "remote")]
+mod cache;
+#[cfg(feature = "remote")]
+mod fetch;
+#[cfg(feature = "remote")]
+mod location;
+#[cfg(feature = "remote")]
+mod object;
+#[cfg(feature = "remote")]
+mod open;
+#[cfg(feature = "remote")]
+mod runtime;
+
+use std::path::Path;
+
+pub use options::{parse_bytes, CacheOptions, RemoteOptions, CACHE_BYTES_ENV, CACHE_DIR_ENV};
+
+#[cfg(feature = "remote")]
+pub use cache::CacheStats;
+#[cfg(feature = "remote")]
+pub(crate) use fetch::RemoteSource;
+#[cfg(feature = "remote")]
+pub use location::ObjectDir;
+#[cfg(feature = "remote")]
+pub use object::{Connector, RemoteStats};
+#[cfg(feature = "remote")]
+pub(crate) use open::open_store;
+
+/// The object_store crate zring is built with (for [`Connector::from_store`]).
+#[cfg(feature = "remote")]
+pub use object_store;
+
+/// Opens the store behind `conn`: an object of an object store the caller built
+/// (tests wrap one to count or fail requests; embedders bring their own client).
+#[cfg(feature = "remote")]
+pub fn open_store_at(conn: Connector, opts: &crate::ReadOptions) -> crate::Result<crate::Store> {
+    open::open_with(conn, opts)
+}
+
+/// URL schemes read through object storage.
+pub const SCHEMES: [&str; 11] = [
+    "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "adl", "http", "https", "file",
+];
+
+/// The URL `path` spells, when it is one of [`SCHEMES`] (`s3://bucket/key`, ...):
+/// such a path is opened through object storage, never as a local file.
+pub fn url_of(path: &Path) -> Option<&str> {
+    let s = path.to_str()?;
+    let (scheme, rest) = s.split_once("://")?;
+    (SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) && !rest.is_empty()).then_some(s)
+}
+
+/// Whether this build reads URLs (the `remote` feature).
+pub const fn supported() -> bool {
+    cfg!(feature = "remote")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognised_by_scheme_and_paths_are_not() {
+        assert_eq!(url_of(Path::new("s3://b/k.zr")), Some("s3://b/k.zr"));
+        assert_eq!(url_of(Path::new("GS://b/k")), Some("GS://b/k"));
+        assert!(url_of(Path::new("file:///tmp/x.zr")).is_some());
+        assert!(url_of(Path::new("https://host/x.zr")).is_some());
+        for p in ["x.zr", "/tmp/s3://x", "s3:/b/k", "ftp://h/x", "s3://"] {
+            assert_eq!(url_of(Path::new(p)), None, "{p}");
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! Building a store: batches in, one crash-safe published file out.
+//!
+//! The writer fills a temporary file beside the final path ([`append`] compresses and
+//! writes the records on the worker pool). `close` writes the metadata sections and the
+//! footer ([`layout`]) and publishes the file (`zring_platform::publish`: fsync, link
+//! or rename into place, fsync of the directory), so the final path is either absent
+//! (or its old file) or a complete store. Anything that fails poisons the writer (an
+//! fsync failure cannot be retried safely on Linux: the kernel may already have
+//! dropped the dirty pages); a failed `close` and dropping an unclosed writer remove
+//! the temporary file.
+//!
+//! Memory: the writer keeps each record's table entry (32 bytes) and shape until
+//! `close`, where they are written from those buffers; growing them is fallible
+//! ([`Error::OutOfMemory`] naming the allocation).
+
+mod append;
+mod layout;
+mod validate;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use zring_platform::publish::{parent_dir, PendingFile, PublishError};
+
+use crate::error::{
+    AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, RecordProblem,
+    Result, SchemaError,
+};
+use crate::format::{Superblock, BLOCK, ENTRY_BYTES};
+use crate::schema::{Codec, Layout, Schema, StoreSchema};
+
+use append::{Slot, Source, Target};
+
+/// How a store is written. `Default` is zstd level 3, 8-byte alignment, all cores.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// The store's codec; records that do not shrink are kept raw regardless.
+    pub codec: Codec,
+    /// zstd compression level (1..=22; negative levels are zstd's fast modes).
+    pub level: i32,
+    /// The trained dictionary, required by (and only by) `Codec::ZstdDict`.
+    pub dictionary: Option<Vec<u8>>,
+    /// Every record starts at a multiple of this (a power of two, at most 1 MiB).
+    /// 4096 makes raw records readable with O_DIRECT straight into aligned memory.
+    pub align: u32,
+    /// Replace an existing file at the destination instead of failing.
+    pub overwrite: bool,
+    /// Compression threads; 0 means one per available core.
+    pub threads: usize,
+    /// Logical bytes per unit of parallel work. Memory in flight is about
+    /// `threads x chunk_bytes`, whatever the size of an append.
+    pub chunk_bytes: usize,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self {
+            codec: Codec::Zstd,
+            level: 3,
+            dictionary: None,
+            align: 8,
+            overwrite: false,
+            threads: 0,
+            chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+impl WriteOptions {
+    /// Options for `codec` with everything else default.
+    pub fn with_codec(codec: Codec) -> Self {
+        Self {
+            codec,
+            ..Self::default()
+        }
+    }
+}
+
+/// Writes one store. See the module docs for the publish protocol.
+pub struct Writer {
+    path: PathBuf,
+    file: Option<PendingFile>,
+    schema: Schema,
+    opts: WriteOptions,
+    data_end: u64,
+    records: u64,
+    /// The encoded table entries, in record order.
+    table: Vec<u8>,
+    /// The ragged records' shapes, little-endian u32s.
+    shapes: Vec<u8>,
+    slots: Vec<Mutex<Slot>>,
+    /// The first error, kept whole for every later call to report.
+    poisoned: Option<Arc<Error>>,
+    /// Set once the file is at its final path: Drop must then leave it alone.
+    published: bool,
+}
+
+impl Writer {
+    /// Starts a store at `path` (written under a temporary name until `close`).
+    pub fn create(path: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        validate::options(&schema, &opts)?;
+        if !opts.overwrite && path.exists() {
+            return Err(Error::AlreadyExists { path });
+        }
+        let tmp_path = temp_path_for(&path)?;
+        remove_stale_temps(&path);
+        let file = PendingFile::create(&tmp_path).map_err(|e| create_error(&path, &tmp_path, e))?;
+        let mut writer = Self {
+            path,
+            file: Some(file),
+            schema,
+            data_end: BLOCK as u64,
+            records: 0,
+            table: Vec::new(),
+            shapes: Vec::new(),
+            slots: Vec::new(),
+            poisoned: None,
+            published: false,
+            opts,
+        };
+        let sb = Superblock::current(writer.opts.align).encode();
+        let written = writer
+            .file()?
+            .write_all_at(&sb, 0)
+            .map_err(|e| Error::io(&tmp_path, "writing the superblock", e));
+        writer.poison_on(written)?;
+        Ok(writer)
+    }
+
+    /// The final path of the store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The temporary file being written, until `close` publishes it (so that a program
+    /// can remove it if it is killed: the `zring` CLI does on SIGINT and SIGTERM).
+    pub fn temp_path(&self) -> Option<&Path> {
+        self.file.as_ref().map(PendingFile::path)
+    }
+
+    /// The schema being written.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> u64 {
+        self.records
+    }
+
+    /// Whether nothing has been appended.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Appends `bytes.len() / item_bytes` dense records laid out back to back and
+    /// returns their ids.
+    pub fn append_dense(&mut self, bytes: &[u8]) -> Result<Range<u64>> {
+        self.check_usable()?;
+        let width = match self.schema.item_bytes() {
+            Some(w) => w as usize,
+            None => {
+                return Err(Error::Schema(SchemaError::WrongLayout {
+                    operation: "append_dense",
+                    ragged: true,
+                    instead: "append_ragged",
+                }))
+            }
+        };
+        if bytes.len() % width != 0 {
+            return Err(Error::InvalidArgument(ArgumentError::DenseBatchSize {
+                len: bytes.len(),
+                width,
+            }));
+        }
+        self.append(Source::Dense { bytes, width }, &[])
+    }
+
+    /// Appends ragged records: `values` holds the elements of all records back to
+    /// back, record i is elements `cu_seqlens[i] .. cu_seqlens[i + 1]` and has shape
+    /// `shapes[i * ndim .. (i + 1) * ndim]`. Offsets must start at 0, strictly
+    /// increase, agree with the shapes, and end at the number of elements in `values`.
+    pub fn append_ragged(
+        &mut self,
+        values: &[u8],
+        cu_seqlens: &[u64],
+        shapes: &[u32],
+    ) -> Result<Range<u64>> {
+        self.check_usable()?;
+        self.check_ragged(values.len(), cu_seqlens, shapes)?;
+        let itemsize = self.schema.dtype.itemsize();
+        self.append(
+            Source::Ragged {
+                values,
+                cu_seqlens,
+                itemsize,
+            },
+            shapes,
+        )
+    }
+
+    /// Checks a ragged batch of `values_len` value bytes exactly as
+    /// [`Writer::append_ragged`] does, without appending it. A caller that appends
+    /// one batch in several calls checks the whole batch first, so that a bad tail
+    /// cannot leave its head appended.
+    pub fn check_ragged(
+        &self,
+        values_len: usize,
+        cu_seqlens: &[u64],
+        shapes: &[u32],
+    ) -> Result<()> {
+        let ndim = match self.schema.layout {
+            Layout::Ragged { ndim } => ndim,
+            Layout::Dense { .. } => {
+                return Err(Error::Schema(SchemaError::WrongLayout {
+                    operation: "append_ragged",
+                    ragged: false,
+                    instead: "append_dense",
+                }))
+            }
+        };
+        let itemsize = self.schema.dtype.itemsize();
+        validate::ragged(values_len, itemsize, cu_seqlens, shapes, ndim)
+    }
+
+    fn append(&mut self, src: Source<'_>, shapes: &[u32]) -> Result<Range<u64>> {
+        let n = src.len();
+        let first = self.records;
+        if n == 0 {
+            return Ok(first..first);
+        }
+        let written = self.write_records(src, shapes);
+        self.poison_on(written)?;
+        self.records += n as u64;
+        Ok(first..first + n as u64)
+    }
+
+    /// Writes the records of `src` and keeps their entries and shapes.
+    fn write_records(&mut self, src: Source<'_>, shapes: &[u32]) -> Result<()> {
+        let n = src.len();
+        // Room for the metadata first: running out of memory after the records are in
+        // the file would leave them without entries.
+        reserve(
+            &mut self.table,
+            n * ENTRY_BYTES,
+            "table entries",
+            &self.path,
+        )?;
+        reserve(
+            &mut self.shapes,
+            shapes.len() * 4,
+            "record shapes",
+            &self.path,
+        )?;
+        let file = self.file.as_ref().ok_or_else(closed)?;
+        let target = Target {
+            file,
+            codec: self.opts.codec,
+            level: self.opts.level,
+            dictionary: self.opts.dictionary.as_deref(),
+            align: self.opts.align,
+            threads: self.opts.threads,
+            chunk_bytes: self.opts.chunk_bytes,
+            data_end: self.data_end,
+        };
+        let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
+        self.data_end = data_end;
+        for e in &entries {
+            self.table.extend_from_slice(&e.encode());
+        }
+        for d in shapes {
+            self.shapes.extend_from_slice(&d.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Writes the metadata and footer, makes the file durable and publishes it at the
+    /// final path. Returns the number of records. On failure the temporary file is
+    /// removed (unless the store is already in place and only the directory fsync
+    /// failed).
+    pub fn close(mut self) -> Result<u64> {
+        self.check_usable()?;
+        let finished = self.finish();
+        self.poison_on(finished)?;
+        Ok(self.records)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        let dict: &[u8] = match self.opts.codec {
+            Codec::ZstdDict => self.opts.dictionary.as_deref().unwrap_or_default(),
+            _ => &[],
+        };
+        let stored = StoreSchema {
+            schema: self.schema.clone(),
+            codec: self.opts.codec,
+            level: self.opts.level,
+            dict_id: (!dict.is_empty())
+                .then(|| zstd::zstd_safe::get_dict_id_from_dict(dict))
+                .flatten()
+                .map(|id| id.get()),
+            record_count: self.records,
+        };
+        let schema = stored.to_json();
+        let meta = layout::Metadata {
+            dict,
+            shapes: &self.shapes,
+            table: &self.table,
+            schema: schema.as_bytes(),
+        };
+        let file = self.file.as_ref().ok_or_else(closed)?;
+        layout::write(file, self.data_end, self.records, self.opts.align, &meta)?;
+        let file = self.file.take().ok_or_else(closed)?;
+        let tmp = file.path().to_path_buf();
+        match file.publish(&self.path, self.opts.overwrite) {
+            Ok(()) => {
+                self.published = true;
+                Ok(())
+            }
+            Err(PublishError::Exists) => {
+                remove_temp(&tmp);
+                Err(Error::AlreadyExists {
+                    path: self.path.clone(),
+                })
+            }
+            Err(PublishError::Io {
+                step,
+                path,
+                source,
+                in_place,
+            }) => {
+                if in_place {
+                    self.published = true;
+                    return Err(Error::io(
+                        path,
+                        "fsync of the directory (the store is in place, but its name may not survive a crash)",
+                        source,
+                    ));
+                }
+                remove_temp(&tmp);
+                Err(Error::io(path, step, source))
+            }
+            Err(other) => {
+                remove_temp(&tmp);
+                Err(Error::Internal(InternalError::Publish {
+                    detail: format!("{other:?}"),
+                }))
+            }
+        }
+    }
+
+    /// Discards everything written; the final path is left untouched.
+    pub fn abort(mut self) {
+        self.discard();
+    }
+
+    fn discard(&mut self) {
+        if let Some(file) = self.file.take() {
+            file.discard();
+        }
+    }
+
+    fn file(&self) -> Result<&PendingFile> {
+        self.file.as_ref().ok_or_else(closed)
+    }
+
+    /// Keeps the first error of `r` (the writer accepts nothing after it) and removes
+    /// the temporary file, which can never be published now.
+    fn poison_on<T>(&mut self, r: Result<T>) -> Result<T> {
+        r.inspect_err(|e| {
+            if self.poisoned.is_none() {
+                self.poisoned = Some(Arc::new(copy_of(e)));
+            }
+            if !self.published {
+                self.discard();
+            }
+        })
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(e) => Err(self.poisoned_error_from(Some(Arc::clone(e)))),
+            None => Ok(()),
+        }
+    }
+
+    fn poisoned_error_from(&self, first_error: Option<Arc<Error>>) -> Error {
+        Error::WriterPoisoned {
+            path: self.path.clone(),
+            first_error,
+        }
+    }
+}
+
+/// A copy of `e` for the writer to keep while the caller gets the original (errors
+/// are not `Clone` because `io::Error` is not): the same variant with the same
+/// fields, every problem and detail cloned, and the first error a poisoned writer
+/// reports shared. An OS error keeps its error number and kind; only the payload of
+/// an `io::Error` made in process (and a remote error's source) is copied as its
+/// kind and text.
+fn copy_of(e: &Error) -> Error {
+    let io = copy_io;
+    match e {
+        Error::Io { path, what, source } => Error::io(path, what, io(source)),
+        Error::Corrupt { path, problem } => Error::corrupt(path, problem.clone()),
+        Error::CorruptRecord {
+            path,
+            index,
+            problem,
+        } => Error::record(path, *index, copy_record_problem(problem)),
+        Error::CorruptEntry {
+            path,
+            index,
+            source,
+        } => Error::CorruptEntry {
+            path: path.clone(),
+            index: *index,
+            source: source.clone(),
+        },
+        Error::FileChanged {
+            path,
+            len,
+            expected,
+        } => Error::FileChanged {
+            path: path.clone(),
+            len: *len,
+            expected: *expected,
+        },
+        Error::WorkerStopped => Error::WorkerStopped,
+        Error::UnsupportedVersion {
+            path,
+            found_major,
+            found_minor,
+        } => Error::UnsupportedVersion {
+            path: path.clone(),
+            found_major: *found_major,
+            found_minor: *found_minor,
+        },
+        Error::Manifest { path, problem } => Error::manifest(path, problem.clone()),
+        Error::IndexOutOfRange { path, index, len } => Error::IndexOutOfRange {
+            path: path.clone(),
+            index: *index,
+            len: *len,
+        },
+        Error::AlreadyExists { path } => Error::AlreadyExists { path: path.clone() },
+        Error::InvalidArgument(d) => Error::InvalidArgument(d.clone()),
+        Error::Schema(d) => Error::Schema(d.clone()),
+        Error::Codec(d) => Error::Codec(match d {
+            CodecError::Compressor { level, source } => CodecError::Compressor {
+                level: *level,
+                source: io(source),
+            },
+            CodecError::Decompressor { dict, source } => CodecError::Decompressor {
+                dict: *dict,
+                source: io(source),
+            },
+            CodecError::DictTraining {
+                samples,
+                bytes,
+                source,
+            } => CodecError::DictTraining {
+                samples: *samples,
+                bytes: *bytes,
+                source: io(source),
+            },
+        }),
+        Error::Internal(d) => Error::Internal(d.clone()),
+        Error::OutOfMemory {
+            what,
+            bytes,
+            path,
+            source,
+        } => Error::OutOfMemory {
+            what: what.clone(),
+            bytes: *bytes,
+            path: path.clone(),
+            source: source.as_ref().map(|s| match s {
+                AllocFailure::Reserve(r) => AllocFailure::Reserve(r.clone()),
+                AllocFailure::Os(err) => AllocFailure::Os(io(err)),
+            }),
+        },
+        Error::WriterPoisoned { path, first_error } => Error::WriterPoisoned {
+            path: path.clone(),
+            first_error: first_error.clone(),
+        },
+        Error::Remote {
+            url,
+            what,
+            kind,
+            source,
+        } => Error::Remote {
+            url: url.clone(),
+            what,
+            kind: *kind,
+            source: Box::new(std::io::Error::new(*kind, source.to_string())),
+        },
+        Error::ObjectChanged { url, detail } => Error::ObjectChanged {
+            url: url.clone(),
+            detail: detail.clone(),
+        },
+        Error::RecordIo {
+            path,
+            index,
+            source,
+        } => Error::RecordIo {
+            path: path.clone(),
+            index: *index,
+            source: io(source),
+        },
+        Error::RecordOutOfMemory { path, index, bytes } => Error::RecordOutOfMemory {
+            path: path.clone(),
+            index: *index,
+            bytes: *bytes,
+        },
+    }
+}
+
+/// An OS error with the same number, or another error of the same kind and text.
+fn copy_io(s: &std::io::Error) -> std::io::Error {
+    match s.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(s.kind(), s.to_string()),
+    }
+}
+
+fn copy_record_problem(p: &RecordProblem) -> RecordProblem {
+    match *p {
+        RecordProblem::ChecksumMismatch { expected, actual } => {
+            RecordProblem::ChecksumMismatch { expected, actual }
+        }
+        RecordProblem::EndsInsideRecord => RecordProblem::EndsInsideRecord,
+        RecordProblem::OutsideFile => RecordProblem::OutsideFile,
+        RecordProblem::OutsideDataRegion {
+            offset,
+            stored_len,
+            data_start,
+            data_end,
+        } => RecordProblem::OutsideDataRegion {
+            offset,
+            stored_len,
+            data_start,
+            data_end,
+        },
+        RecordProblem::NoDictionary => RecordProblem::NoDictionary,
+        RecordProblem::LogicalLength {
+            logical,
+            record_bytes,
+        } => RecordProblem::LogicalLength {
+            logical,
+            record_bytes,
+        },
+        RecordProblem::ShapeBytes {
+            shape_bytes,
+            logical,
+        } => RecordProblem::ShapeBytes {
+            shape_bytes,
+            logical,
+        },
+        RecordProblem::FrameSize { declared, logical } => {
+            RecordProblem::FrameSize { declared, logical }
+        }
+        RecordProblem::DecompressedSize { got, expected } => {
+            RecordProblem::DecompressedSize { got, expected }
+        }
+        RecordProblem::Zstd(ref err) => RecordProblem::Zstd(copy_io(err)),
+    }
+}
+
+/// Grows `buf` by `more` bytes of capacity, or says which metadata did not fit.
+fn reserve(buf: &mut Vec<u8>, more: usize, what: &'static str, path: &Path) -> Result<()> {
+    buf.try_reserve(more).map_err(|e| {
+        Error::out_of_memory(
+            Allocation::WriterMetadata { what },
+            more as u64,
+            Some(path),
+            Some(AllocFailure::Reserve(e)),
+        )
+    })
+}
+
+fn closed() -> Error {
+    Error::Internal(InternalError::Missing {
+        what: "the writer's file (closed or failed)",
+    })
+}
+
+fn remove_temp(tmp: &Path) {
+    let _ = std::fs::remove_file(tmp);
+}
+
+/// The error for a temporary file that could not be created, naming what the user
+/// can act on: a missing directory, or a destination that is a directory.
+fn create_error(path: &Path, tmp: &Path, e: std::io::Error) -> Error {
+    use std::io::{Error as IoError, ErrorKind};
+    if path.is_dir() {
+        let why = IoError::new(ErrorKind::IsADirectory, "the path is a directory");
+        return Error::io(path, "creating the store", why);
+    }
+    let dir = parent_dir(path);
+    if e.kind() == ErrorKind::NotFound && !dir.is_dir() {
+        let why = IoError::new(
+            ErrorKind::NotFound,
+            format!("the directory {} does not exist", dir.display()),
+        );
+        return Error::io(path, "creating the store", why);
+    }
+    Error::io(tmp, "creating the temporary store file", e)
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.published {
+            self.discard();
+        }
+    }
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("path", &self.path)
+            .field("records", &self.records)
+            .finish()
+    }
+}
+
+/// Removes temporary files that writers of the same destination left behind when their
+/// process died (killed, or a power cut): the pid in the name is not alive, and the
+/// file has not changed for a minute (a writer in another pid namespace sharing the
+/// directory is not removed while it writes).
+fn remove_stale_temps(path: &Path) {
+    let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    let Ok(listing) = std::fs::read_dir(parent_dir(path)) else {
+        return;
+    };
+    let prefix = format!(".{name}.");
+    for entry in listing.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".zr-tmp"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let idle = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= std::time::Duration::from_secs(60));
+        if pid != std::process::id() && idle && !zring_platform::cleanup::is_alive(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// `.<name>.<pid>.<n>.zr-tmp` beside the final path: same directory (so the final
+/// rename is atomic), hidden, and unique per process and writer.
+fn temp_path_for(path: &Path) -> Result<PathBuf> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| {
+        Error::InvalidArgument(ArgumentError::NotAFileName {
+            path: path.to_path_buf(),
+        })
+    })?;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = format!(
+        ".{}.{}.{n}.zr-tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    );
+    Ok(parent_dir(path).join(tmp))
+}

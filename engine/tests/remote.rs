@@ -1,0 +1,805 @@
+//! Remote stores through object storage, against in-process object stores: an
+//! `InMemory` (or `LocalFileSystem`) store behind a counting, failing wrapper, and a
+//! small HTTP/1.1 range server on 127.0.0.1 (object_store's real HTTP client, its
+//! retries and timeouts) that can answer 503 or drop connections.
+//!
+//! Every gather is compared with the same store read locally.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use zring_engine::remote::object_store::memory::InMemory;
+use zring_engine::remote::object_store::path::Path as ObjectPath;
+use zring_engine::remote::object_store::{
+    self as os, CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult,
+};
+use zring_engine::remote::{open_store_at, CacheOptions, Connector, RemoteOptions};
+use zring_engine::{Codec, DType, Error, ReadOptions, Schema, Store, WriteOptions, Writer};
+
+// ---------------------------------------------------------------------------------
+// The wrapper: counts GETs (and their ranges) and fails the next N of them.
+
+#[derive(Debug, Default)]
+struct Faults {
+    gets: AtomicUsize,
+    ranges: Mutex<Vec<Range<u64>>>,
+    fail_next: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<dyn ObjectStore>,
+    faults: Arc<Faults>,
+}
+
+impl std::fmt::Display for Counting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> os::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> os::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> os::Result<GetResult> {
+        self.faults.gets.fetch_add(1, Ordering::SeqCst);
+        if let Some(GetRange::Bounded(r)) = &options.range {
+            self.faults.ranges.lock().expect("lock").push(r.clone());
+        }
+        let fail = self
+            .faults
+            .fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail {
+            return Err(os::Error::Generic {
+                store: "Counting",
+                source: "injected failure".into(),
+            });
+        }
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, os::Result<ObjectPath>>,
+    ) -> BoxStream<'static, os::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, os::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> os::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: CopyOptions,
+    ) -> os::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Runs a future on a small runtime of the test's own (uploads).
+fn block<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
+/// An in-memory bucket holding `objects` (name, bytes), behind a counting wrapper.
+fn bucket(objects: &[(&str, &[u8])]) -> (Arc<dyn ObjectStore>, Arc<Faults>) {
+    let mem = Arc::new(InMemory::new());
+    for (name, bytes) in objects {
+        block(mem.put(&ObjectPath::from(*name), PutPayload::from(bytes.to_vec()))).expect("put");
+    }
+    let faults = Arc::new(Faults::default());
+    let store: Arc<dyn ObjectStore> = Arc::new(Counting {
+        inner: mem,
+        faults: faults.clone(),
+    });
+    (store, faults)
+}
+
+fn open_in(
+    store: &Arc<dyn ObjectStore>,
+    name: &str,
+    opts: &ReadOptions,
+) -> zring_engine::Result<Store> {
+    let conn = Connector::from_store(
+        &format!("mem://bucket/{name}"),
+        store.clone(),
+        ObjectPath::from(name),
+    );
+    open_store_at(conn, opts)
+}
+
+// ---------------------------------------------------------------------------------
+// Stores to read.
+
+struct Fixture {
+    bytes: Vec<u8>,
+    local: Store,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture_dense(codec: Codec, n: usize, width: usize) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("d.zr");
+    let data = common::dense_records(n, width, 7, |i| i % 5 == 0);
+    let opts = WriteOptions {
+        codec,
+        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
+        ..WriteOptions::default()
+    };
+    let mut w =
+        Writer::create(&path, Schema::dense(DType::U8, &[width as u64]), opts).expect("create");
+    w.append_dense(&data).expect("append");
+    w.close().expect("close");
+    finish(dir, &path)
+}
+
+fn fixture_ragged(codec: Codec, n: usize) -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.zr");
+    let r = common::ragged_records(n, 1, DType::I32, 700, 3);
+    let opts = WriteOptions {
+        codec,
+        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
+        ..WriteOptions::default()
+    };
+    let mut w = Writer::create(&path, Schema::ragged(DType::I32, 1), opts).expect("create");
+    w.append_ragged(&r.values, &r.cu_seqlens, &r.shapes)
+        .expect("append");
+    w.close().expect("close");
+    finish(dir, &path)
+}
+
+fn finish(dir: tempfile::TempDir, path: &Path) -> Fixture {
+    let bytes = std::fs::read(path).expect("read");
+    let local = Store::open(path, ReadOptions::default()).expect("open local");
+    Fixture {
+        bytes,
+        local,
+        _dir: dir,
+    }
+}
+
+fn batch(n: u64, len: usize, seed: u64) -> Vec<u64> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+
+#[test]
+fn gathers_equal_the_local_copy_for_every_layout_and_codec() {
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        for opts in [
+            ReadOptions::default(),
+            // No coalescing at all, and one GET in flight.
+            ReadOptions {
+                remote: RemoteOptions {
+                    max_gap: 0,
+                    max_request: 1,
+                    in_flight: 1,
+                    ..RemoteOptions::default()
+                },
+                ..ReadOptions::default()
+            },
+        ] {
+            let d = fixture_dense(codec, 300, 517);
+            let r = fixture_ragged(codec, 300);
+            let (store, _) = bucket(&[("d.zr", &d.bytes), ("r.zr", &r.bytes)]);
+            let dense = open_in(&store, "d.zr", &opts).expect("open dense");
+            let ragged = open_in(&store, "r.zr", &opts).expect("open ragged");
+            assert!(dense.is_remote());
+            for seed in 0..3 {
+                let idx = batch(300, 97, seed);
+                assert_eq!(
+                    dense.gather_vec(&idx).expect("gather"),
+                    d.local.gather_vec(&idx).expect("local")
+                );
+                let got = ragged.gather_ragged(&idx).expect("gather ragged");
+                let want = r.local.gather_ragged(&idx).expect("local ragged");
+                assert_eq!(got.cu_seqlens, want.cu_seqlens);
+                assert_eq!(got.shapes, want.shapes);
+                assert_eq!(&got.values[..], &want.values[..]);
+            }
+            assert_eq!(dense.get(17).expect("get"), d.local.get(17).expect("get"));
+            assert_eq!(ragged.get(0).expect("get"), r.local.get(0).expect("get"));
+            dense.verify().expect("verify dense");
+            ragged.verify().expect("verify ragged");
+            assert_eq!(dense.reads_served().remote, 3 * 97);
+        }
+    }
+}
+
+#[test]
+fn opening_takes_few_gets_and_neighbours_share_one() {
+    let d = fixture_dense(Codec::Raw, 2000, 1000);
+    let (store, faults) = bucket(&[("d.zr", &d.bytes)]);
+    // A gap too small to bridge anything: only touching records merge.
+    let opts = ReadOptions {
+        remote: RemoteOptions {
+            max_gap: 0,
+            ..RemoteOptions::default()
+        },
+        ..ReadOptions::default()
+    };
+    let s = open_in(&store, "d.zr", &opts).expect("open");
+    let opened = faults.gets.load(Ordering::SeqCst);
+    // The tail (footer + metadata), then the superblock and the metadata the tail
+    // missed (this table is 64 KB: inside the 256 KiB tail).
+    assert!(opened <= 3, "open took {opened} GETs");
+    assert_eq!(s.remote_stats().expect("stats").requests as usize, opened);
+    // 64 consecutive records, asked in a shuffled order: one GET.
+    let mut idx: Vec<u64> = (500..564).collect();
+    idx.reverse();
+    idx.swap(3, 40);
+    assert_eq!(
+        s.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    assert_eq!(faults.gets.load(Ordering::SeqCst) - opened, 1);
+    // Two runs far apart: two GETs; with a gap that bridges them, one.
+    let before = faults.gets.load(Ordering::SeqCst);
+    let idx: Vec<u64> = (10..20).chain(1500..1510).collect();
+    s.gather_vec(&idx).expect("gather");
+    assert_eq!(faults.gets.load(Ordering::SeqCst) - before, 2);
+    let wide = ReadOptions {
+        remote: RemoteOptions {
+            max_gap: 2 << 20,
+            ..RemoteOptions::default()
+        },
+        ..ReadOptions::default()
+    };
+    let s2 = open_in(&store, "d.zr", &wide).expect("open");
+    let before = faults.gets.load(Ordering::SeqCst);
+    assert_eq!(
+        s2.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    assert_eq!(faults.gets.load(Ordering::SeqCst) - before, 1);
+    // max_request caps a coalesced GET.
+    let capped = ReadOptions {
+        remote: RemoteOptions {
+            max_gap: 0,
+            max_request: 10_000,
+            ..RemoteOptions::default()
+        },
+        ..ReadOptions::default()
+    };
+    let s3 = open_in(&store, "d.zr", &capped).expect("open");
+    faults.ranges.lock().expect("lock").clear();
+    let idx: Vec<u64> = (0..100).collect();
+    assert_eq!(
+        s3.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    let ranges = faults.ranges.lock().expect("lock").clone();
+    assert_eq!(ranges.len(), 10, "100 KB of touching records in 10 KB GETs");
+    assert!(ranges.iter().all(|r| r.end - r.start <= 10_000));
+}
+
+#[test]
+fn a_corrupt_object_fails_its_checksum_naming_the_url_and_record() {
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let d = fixture_dense(codec, 50, 4000);
+        let mut bytes = d.bytes.clone();
+        let e = common::entry_of(&bytes, 31);
+        bytes[(e.offset + u64::from(e.stored_len) / 2) as usize] ^= 0x40;
+        let (store, _) = bucket(&[("d.zr", &bytes)]);
+        let s = open_in(&store, "d.zr", &ReadOptions::default()).expect("open");
+        for r in [
+            s.gather_vec(&[3, 31, 4]).map(|_| ()),
+            s.get(31).map(|_| ()),
+            s.verify(),
+        ] {
+            match r {
+                Err(err @ Error::CorruptRecord { index: 31, .. }) => {
+                    assert!(err.to_string().contains("mem://bucket/d.zr"), "{err}");
+                    assert!(err.to_string().contains("record 31"), "{err}");
+                }
+                other => panic!("{codec:?}: expected record 31 corrupt, got {other:?}"),
+            }
+        }
+        // The other records still read.
+        assert_eq!(
+            s.gather_vec(&[3, 4]).expect("gather"),
+            d.local.gather_vec(&[3, 4]).expect("local")
+        );
+    }
+}
+
+#[test]
+fn failed_requests_are_typed_errors_naming_the_url() {
+    let d = fixture_dense(Codec::Zstd, 50, 400);
+    let (store, faults) = bucket(&[("d.zr", &d.bytes)]);
+    let s = open_in(&store, "d.zr", &ReadOptions::default()).expect("open");
+    faults.fail_next.store(1, Ordering::SeqCst);
+    match s.gather_vec(&[1, 2]) {
+        Err(err @ Error::Remote { .. }) => {
+            assert!(err.to_string().contains("mem://bucket/d.zr"), "{err}");
+            assert!(std::error::Error::source(&err).is_some());
+        }
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    // The store still works afterwards.
+    assert_eq!(
+        s.gather_vec(&[1, 2]).expect("gather"),
+        d.local.gather_vec(&[1, 2]).expect("local")
+    );
+    match open_in(&store, "missing.zr", &ReadOptions::default()) {
+        Err(Error::Remote { kind, .. }) => assert_eq!(kind, std::io::ErrorKind::NotFound),
+        other => panic!("expected not found, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_replaced_object_is_detected_not_mixed() {
+    let a = fixture_dense(Codec::Raw, 50, 400);
+    let b = fixture_dense(Codec::Raw, 60, 400);
+    let mem = Arc::new(InMemory::new());
+    let name = ObjectPath::from("d.zr");
+    block(mem.put(&name, PutPayload::from(a.bytes.clone()))).expect("put");
+    let store: Arc<dyn ObjectStore> = mem.clone();
+    let s = open_in(&store, "d.zr", &ReadOptions::default()).expect("open");
+    block(mem.put(&name, PutPayload::from(b.bytes.clone()))).expect("replace");
+    match s.gather_vec(&[1]) {
+        Err(Error::ObjectChanged { .. }) => {}
+        other => panic!("expected ObjectChanged, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The cache.
+
+fn cached(dir: &Path, max_bytes: u64, chunk: u64) -> ReadOptions {
+    ReadOptions {
+        remote: RemoteOptions {
+            cache: Some(CacheOptions {
+                dir: dir.to_path_buf(),
+                max_bytes,
+                chunk_bytes: chunk,
+            }),
+            ..RemoteOptions::default()
+        },
+        ..ReadOptions::default()
+    }
+}
+
+#[test]
+fn cached_reads_hit_without_requests_and_torn_entries_are_refetched() {
+    let d = fixture_dense(Codec::Zstd, 400, 2000);
+    let (store, faults) = bucket(&[("d.zr", &d.bytes)]);
+    let cache = tempfile::tempdir().expect("tempdir");
+    let opts = cached(cache.path(), 1 << 30, 64 << 10);
+    let idx = batch(400, 120, 9);
+    let s = open_in(&store, "d.zr", &opts).expect("open");
+    assert_eq!(
+        s.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    let first = s.remote_stats().expect("stats");
+    assert!(first.cache_misses > 0);
+    // A second store (as another process would) opens with one GET (the object's
+    // version) and reads everything from the cache.
+    let before = faults.gets.load(Ordering::SeqCst);
+    let s2 = open_in(&store, "d.zr", &opts).expect("open");
+    assert_eq!(
+        s2.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    s2.verify().expect("verify");
+    assert_eq!(
+        faults.gets.load(Ordering::SeqCst) - before,
+        1,
+        "only the open's tail GET"
+    );
+    assert_eq!(s2.remote_stats().expect("stats").cache_misses, 0);
+    // Tear every entry (as a crash mid-write would, were entries not renamed into
+    // place) but one, and flip a bit among the records of that one: all are detected
+    // (a hit reads and checks only the blocks it needs; the gather and the verify
+    // read every chunk), dropped and refetched, once each.
+    let mut entries = Vec::new();
+    for key in std::fs::read_dir(cache.path().join("v2")).expect("ls") {
+        for e in std::fs::read_dir(key.expect("key").path()).expect("ls") {
+            entries.push(e.expect("entry").path());
+        }
+    }
+    assert!(entries.len() > 2, "{} entries", entries.len());
+    let mut flipped = false;
+    for e in &entries {
+        let mut b = std::fs::read(e).expect("read");
+        // Chunk 1: records only.
+        if e.file_name() == Some(std::ffi::OsStr::new("0000000000000001")) {
+            b[1000] ^= 1;
+            flipped = true;
+        } else {
+            b.truncate(b.len() / 2);
+        }
+        std::fs::write(e, &b).expect("damage");
+    }
+    assert!(flipped);
+    let before = faults.gets.load(Ordering::SeqCst);
+    let s3 = open_in(&store, "d.zr", &opts).expect("open");
+    assert_eq!(
+        s3.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    s3.verify().expect("verify");
+    let refetched = faults.gets.load(Ordering::SeqCst) - before - 1;
+    assert_eq!(refetched, entries.len());
+    assert_eq!(
+        refetched as u64,
+        s3.remote_stats().expect("stats").cache_misses
+    );
+}
+
+#[test]
+fn the_cache_stays_under_its_bound() {
+    let d = fixture_dense(Codec::Raw, 500, 4000);
+    let (store, _) = bucket(&[("d.zr", &d.bytes)]);
+    let cache = tempfile::tempdir().expect("tempdir");
+    let bound = 300 << 10;
+    let opts = cached(cache.path(), bound, 32 << 10);
+    let s = open_in(&store, "d.zr", &opts).expect("open");
+    for seed in 0..20 {
+        let idx = batch(500, 20, seed);
+        assert_eq!(
+            s.gather_vec(&idx).expect("gather"),
+            d.local.gather_vec(&idx).expect("local")
+        );
+        let mut total = 0;
+        for key in std::fs::read_dir(cache.path().join("v2")).expect("ls") {
+            for e in std::fs::read_dir(key.expect("key").path()).expect("ls") {
+                total += e.expect("entry").metadata().expect("stat").len();
+            }
+        }
+        assert!(total <= bound, "cache holds {total} bytes, bound {bound}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// A real HTTP server (object_store's HTTP client, retries and timeouts).
+
+#[derive(Default)]
+struct Server {
+    /// Requests seen, as (method, range header).
+    seen: Mutex<Vec<(String, String)>>,
+    /// Answer the next N GETs with 503.
+    fail_503: AtomicUsize,
+    /// Close the connection without answering the next N GETs.
+    drop_next: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// Serves the files of `root` on 127.0.0.1 (GET and HEAD, byte ranges, ETags).
+fn serve(root: PathBuf) -> (String, Arc<Server>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = Arc::new(Server::default());
+    let s = server.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            if s.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(conn) = conn else { continue };
+            let s = s.clone();
+            let root = root.clone();
+            std::thread::spawn(move || handle(conn, &root, &s));
+        }
+    });
+    (format!("http://{addr}"), server)
+}
+
+fn handle(conn: TcpStream, root: &Path, s: &Server) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
+    let mut out = conn;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("/").to_string();
+        let mut range = String::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.eq_ignore_ascii_case("range") {
+                    range = v.trim().to_string();
+                }
+            }
+        }
+        s.seen
+            .lock()
+            .expect("lock")
+            .push((method.clone(), range.clone()));
+        if method == "GET" {
+            let take = |n: &AtomicUsize| {
+                n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |x| x.checked_sub(1))
+                    .is_ok()
+            };
+            if take(&s.drop_next) {
+                return;
+            }
+            if take(&s.fail_503) {
+                let _ =
+                    out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+                continue;
+            }
+        }
+        let path = root.join(target.trim_start_matches('/'));
+        let Ok(body) = std::fs::read(&path) else {
+            let _ = out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+            continue;
+        };
+        let total = body.len() as u64;
+        let etag = format!(
+            "\"{:x}-{}\"",
+            total,
+            body.iter().take(64).map(|&b| u64::from(b)).sum::<u64>()
+        );
+        let (status, lo, hi) = match range.strip_prefix("bytes=") {
+            Some(spec) => {
+                let (a, b) = spec.split_once('-').unwrap_or(("", ""));
+                let (lo, hi) = if a.is_empty() {
+                    let n: u64 = b.parse().unwrap_or(0);
+                    (total.saturating_sub(n), total)
+                } else {
+                    let lo: u64 = a.parse().unwrap_or(0);
+                    let hi = b
+                        .parse::<u64>()
+                        .map(|h| (h + 1).min(total))
+                        .unwrap_or(total);
+                    (lo, hi)
+                };
+                ("206 Partial Content", lo, hi)
+            }
+            None => ("200 OK", 0, total),
+        };
+        let mut head = format!(
+            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nETag: {etag}\r\nLast-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\nAccept-Ranges: bytes\r\n",
+            hi - lo
+        );
+        if status.starts_with("206") {
+            head.push_str(&format!(
+                "Content-Range: bytes {lo}-{}/{total}\r\n",
+                hi.saturating_sub(1)
+            ));
+        }
+        head.push_str("\r\n");
+        if out.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        if method == "GET" && out.write_all(&body[lo as usize..hi as usize]).is_err() {
+            return;
+        }
+    }
+}
+
+fn quick_retries() -> RemoteOptions {
+    RemoteOptions {
+        backoff_initial: Duration::from_millis(5),
+        backoff_max: Duration::from_millis(50),
+        ..RemoteOptions::default()
+    }
+}
+
+#[test]
+fn http_urls_open_and_retry_after_503s_and_dropped_connections() {
+    let d = fixture_dense(Codec::Zstd, 200, 3000);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
+    let (base, server) = serve(root.path().to_path_buf());
+    let url = format!("{base}/d.zr");
+    let opts = ReadOptions {
+        remote: quick_retries(),
+        ..ReadOptions::default()
+    };
+    let s = Store::open(&url, opts.clone()).expect("open over http");
+    assert_eq!(s.path(), Path::new(&url));
+    let idx = batch(200, 50, 1);
+    assert_eq!(
+        s.gather_vec(&idx).expect("gather"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    // Three 503s, then two dropped connections: object_store retries them all.
+    server.fail_503.store(3, Ordering::SeqCst);
+    server.drop_next.store(2, Ordering::SeqCst);
+    let seen = server.seen.lock().expect("lock").len();
+    assert_eq!(
+        s.gather_vec(&idx).expect("gather after faults"),
+        d.local.gather_vec(&idx).expect("local")
+    );
+    assert_eq!(server.fail_503.load(Ordering::SeqCst), 0);
+    assert_eq!(server.drop_next.load(Ordering::SeqCst), 0);
+    let retried = server.seen.lock().expect("lock").len() - seen;
+    assert!(retried >= 6, "{retried} requests for one GET with 5 faults");
+    // With retries off, a 503 is an error naming the URL.
+    let no_retry = ReadOptions {
+        remote: RemoteOptions {
+            max_retries: 0,
+            ..quick_retries()
+        },
+        ..ReadOptions::default()
+    };
+    let s2 = Store::open(&url, no_retry).expect("open");
+    server.fail_503.store(1, Ordering::SeqCst);
+    match s2.gather_vec(&[0]) {
+        Err(err @ Error::Remote { .. }) => assert!(err.to_string().contains(&url), "{err}"),
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    match Store::open(format!("{base}/missing.zr"), opts) {
+        Err(Error::Remote { kind, .. }) => assert_eq!(kind, std::io::ErrorKind::NotFound),
+        other => panic!("expected not found, got {other:?}"),
+    }
+    server.stop.store(true, Ordering::SeqCst);
+}
+
+/// The child half of the two-process cache test (does nothing unless spawned by it).
+#[test]
+fn cache_child_reader() {
+    let (Ok(url), Ok(cache)) = (
+        std::env::var("ZRING_TEST_REMOTE_URL"),
+        std::env::var("ZRING_TEST_REMOTE_CACHE"),
+    ) else {
+        return;
+    };
+    let s = Store::open(&url, cached(Path::new(&cache), 1 << 30, 16 << 10)).expect("child open");
+    let n = s.len();
+    let all: Vec<u64> = (0..n).collect();
+    let got = s.gather_vec(&all).expect("child gather");
+    let sum: u64 = got.iter().map(|&b| u64::from(b)).sum();
+    println!("CHILD-SUM {sum}");
+}
+
+#[test]
+fn two_processes_share_the_cache_and_fetch_each_chunk_once() {
+    let d = fixture_dense(Codec::Raw, 300, 1000);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
+    let (base, server) = serve(root.path().to_path_buf());
+    let url = format!("{base}/d.zr");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let exe = std::env::current_exe().expect("test binary");
+    let child = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "cache_child_reader",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ZRING_TEST_REMOTE_URL", &url)
+        .env("ZRING_TEST_REMOTE_CACHE", cache.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn child");
+    let s = Store::open(&url, cached(cache.path(), 1 << 30, 16 << 10)).expect("open");
+    let all: Vec<u64> = (0..300).collect();
+    let got = s.gather_vec(&all).expect("gather");
+    assert_eq!(got, d.local.gather_vec(&all).expect("local"));
+    let out = child.wait_with_output().expect("child");
+    assert!(
+        out.status.success(),
+        "child failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let sum: u64 = got.iter().map(|&b| u64::from(b)).sum();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("CHILD-SUM {sum}")));
+    // Every chunk GET (bounded ranges) was made once across both processes; the
+    // suffix GETs are each process's open.
+    let seen = server.seen.lock().expect("lock").clone();
+    let mut bounded: Vec<&str> = seen
+        .iter()
+        .filter(|(m, r)| m == "GET" && !r.starts_with("bytes=-"))
+        .map(|(_, r)| r.as_str())
+        .collect();
+    let suffix = seen
+        .iter()
+        .filter(|(_, r)| r.starts_with("bytes=-"))
+        .count();
+    assert_eq!(suffix, 2, "{seen:?}");
+    let total = bounded.len();
+    bounded.sort_unstable();
+    bounded.dedup();
+    assert_eq!(total, bounded.len(), "a chunk was fetched twice: {seen:?}");
+    let chunks = d.bytes.len().div_ceil(16 << 10);
+    assert!(total <= chunks, "{total} chunk GETs for {chunks} chunks");
+    server.stop.store(true, Ordering::SeqCst);
+}
+
+#[test]
+fn datasets_open_at_a_url() {
+    use zring_engine::dataset::{Dataset, DatasetBuilder, FieldDest};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ds");
+    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
+    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
+    for shard in 0..3i64 {
+        let files = b.shard_paths(shard as usize);
+        let mut w = Writer::create(
+            &files[0],
+            Schema::dense(DType::I64, &[]),
+            WriteOptions::default(),
+        )
+        .expect("writer");
+        let labels: Vec<u8> = (0..5i64)
+            .flat_map(|x| (x + 5 * shard).to_le_bytes())
+            .collect();
+        w.append_dense(&labels).expect("append");
+        w.close().expect("close");
+        b.add_shard(5).expect("shard");
+    }
+    b.publish().expect("publish");
+    let url = format!("file://{}", path.display());
+    assert!(zring_engine::dataset::is_dataset(Path::new(&url)));
+    let ds = Dataset::open(&url, ReadOptions::default()).expect("open dataset at a URL");
+    assert_eq!(ds.len(), 15);
+    assert_eq!(ds.path(), Path::new(&url));
+    let mut out = vec![0u8; 3 * 8];
+    ds.gather(&[14, 0, 7], &[0], &mut [FieldDest::Dense(&mut out)])
+        .expect("gather");
+    let got: Vec<i64> = out
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
+        .collect();
+    assert_eq!(got, vec![14, 0, 7]);
+    let v = Dataset::open_version(&url, ds.version(), ReadOptions::default()).expect("version");
+    assert_eq!(v.len(), 15);
+    assert!(!zring_engine::dataset::is_dataset(Path::new(&format!(
+        "{url}/nothing"
+    ))));
+}

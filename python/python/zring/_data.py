@@ -1,0 +1,124 @@
+"""What the framework adapters (zring.torch, zring.jax) share: fields of aligned
+stores, and the plan that cuts one global order into epochs, steps, ranks and
+workers."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
+
+import numpy as np
+
+from ._zring import DenseStore, RaggedStore, Sampler
+from ._zring import _Store as Store
+from ._zring import open as _open
+
+if TYPE_CHECKING:
+    from .types import ModeName
+
+
+def open_fields(fields: Mapping[str, Any]) -> dict[str, DenseStore | RaggedStore]:
+    """``{name: store}`` from ``{name: store or path}``; every store the same length."""
+    if not isinstance(fields, Mapping) or not fields:
+        raise TypeError("fields must be a non-empty dict {name: store or path}")
+    out: dict[str, DenseStore | RaggedStore] = {}
+    for name, s in fields.items():
+        if not isinstance(name, str):
+            raise TypeError(f"field names must be strings, got {name!r}")
+        # Every _Store is a DenseStore or a RaggedStore.
+        if isinstance(s, Store):
+            out[name] = cast("DenseStore | RaggedStore", s)
+        else:
+            out[name] = _open(os.fspath(s))
+    lengths = {name: len(s) for name, s in out.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"the fields' stores hold different numbers of records: {lengths}")
+    return out
+
+
+def as_int_indices(indices: Any) -> np.ndarray[Any, Any]:
+    """A 1-D integer array from a list / array of record ids (as DataLoader passes)."""
+    ids = np.asarray(indices)
+    if ids.dtype.kind not in "iu":
+        if ids.size:
+            raise TypeError(f"record indices must be integers, got dtype {ids.dtype}")
+        ids = ids.astype(np.int64)
+    return ids.reshape(-1)
+
+
+def rank_and_world(env: Mapping[str, str]) -> tuple[int, int]:
+    """``RANK`` and ``WORLD_SIZE`` from the environment (as torchrun sets them)."""
+    world = int(env.get("WORLD_SIZE", "1"))
+    rank = int(env.get("RANK", "0"))
+    return rank, world
+
+
+class Plan:
+    """One global order of records cut into steps, ranks and workers.
+
+    Epoch ``e`` is the positions ``[e*N, (e+1)*N)`` of zring's counter-based
+    sequence (``mode``: ``"cyclic"`` is a fresh permutation per epoch,
+    ``"sequential"`` is ``0..N-1`` every epoch, ``"iid"`` draws with replacement).
+    Global step ``j`` of an epoch holds its next ``batch_size * world`` positions and
+    rank ``r`` takes slice ``r`` of it. An epoch's last, partial global step is
+    dropped (``drop_last``) or split evenly across the ranks. This rank's step ``k``
+    is epoch ``k // steps_per_epoch``, step ``k % steps_per_epoch``: a pure function
+    of the configuration, so any step can be recomputed anywhere.
+    """
+
+    def __init__(self, n: int, batch_size: int, *,
+                 mode: Sampler.Mode | ModeName = "cyclic", seed: int = 0,
+                 epochs: int | None = None, drop_last: bool = False,
+                 rank: int = 0, world: int = 1) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is not in a world of {world}")
+        if epochs is not None and epochs < 0:
+            raise ValueError(f"epochs must be >= 0 or None, got {epochs}")
+        self.n = int(n)
+        self.batch_size = int(batch_size)
+        self.rank, self.world = int(rank), int(world)
+        self.global_batch = self.batch_size * self.world
+        self.epochs = epochs
+        self.drop_last = bool(drop_last)
+        self.sampler = Sampler(self.n, 1, mode, seed=seed)
+        full, rest = divmod(self.n, self.global_batch)
+        self.steps_per_epoch = full + (1 if rest and not self.drop_last else 0)
+        if self.steps_per_epoch == 0:
+            raise ValueError(
+                f"drop_last with {self.n} records and a global batch of "
+                f"{self.global_batch} leaves no step"
+            )
+
+    @property
+    def total_steps(self) -> int | None:
+        return None if self.epochs is None else self.epochs * self.steps_per_epoch
+
+    def fingerprint(self) -> tuple[int, int, int, int, int | None, bool]:
+        """What defines the order (a resumed run must have the same)."""
+        s = self.sampler
+        return (self.n, self.global_batch, int(s.mode), s.seed, self.epochs, self.drop_last)
+
+    def indices(self, step: int) -> np.ndarray[Any, Any]:
+        """This rank's record ids at ``step`` (uint64)."""
+        total = self.total_steps
+        if step < 0 or (total is not None and step >= total):
+            raise IndexError(f"step {step} is outside the plan's {total} steps")
+        epoch, j = divmod(step, self.steps_per_epoch)
+        base = epoch * self.n + j * self.global_batch
+        size = min(self.global_batch, self.n - j * self.global_batch)
+        if size == self.global_batch:
+            lo, hi = self.rank * self.batch_size, (self.rank + 1) * self.batch_size
+        else:
+            lo, hi = size * self.rank // self.world, size * (self.rank + 1) // self.world
+        return self.sampler.positions(base + lo, hi - lo)
+
+    def worker_steps(self, start: int, worker: int, workers: int) -> Iterator[int]:
+        """Worker ``worker`` of ``workers`` makes steps ``start + worker``, then every
+        ``workers``-th: delivered round-robin, they are ``start, start + 1, ...``."""
+        total = self.total_steps
+        k = start + worker
+        while total is None or k < total:
+            yield k
+            k += workers

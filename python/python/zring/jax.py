@@ -1,0 +1,97 @@
+"""JAX over zring stores (needs ``jax``; ``import zring`` does not).
+
+:class:`DataSource` is a Grain-compatible random-access data source (``__len__``,
+``__getitem__``, and batched ``__getitems__``) over one or several aligned stores,
+and :meth:`DataSource.batch` returns ``jax.numpy`` arrays over zring's memory through
+DLPack. It pickles by its stores' paths, so Grain's worker processes reopen the
+stores themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Sequence
+
+try:
+    import jax
+    import jax.numpy as jnp
+except ImportError as _missing:  # pragma: no cover - exercised only without jax
+    raise ImportError("zring.jax needs JAX: pip install 'jax[cpu]'") from _missing
+
+import numpy as np
+
+from ._data import Plan, as_int_indices, open_fields
+from ._ragged import RaggedBatch
+
+__all__ = ["DataSource", "to_jax", "batches"]
+
+
+def to_jax(a: Any) -> Any:
+    """A ``jax.Array`` from a zring array (DLPack; on CPU no copy), or a
+    ``RaggedBatch`` as a ``(values, cu_seqlens, shapes)`` tuple of them."""
+    if isinstance(a, RaggedBatch):
+        return (to_jax(a.values), jnp.asarray(a.cu_seqlens), jnp.asarray(a.shapes))
+    a = np.asarray(a)
+    try:
+        return jax.dlpack.from_dlpack(a)
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        # dtypes NumPy cannot export (ml_dtypes' bfloat16 / float8) and 0-d arrays.
+        return jnp.asarray(a)
+
+
+class DataSource:
+    """Random access to aligned stores: record ``i`` is ``{name: ndarray}``.
+
+    ``DataSource(fields)`` with ``fields = {name: store or path}``.
+
+    - ``len(ds)``; ``ds[i]``: one record as NumPy arrays (what Grain's
+      ``MapDataset`` / ``DataLoader`` expect of a ``RandomAccessDataSource``).
+    - ``ds.__getitems__(ids)``: a batch, one gather per field, as a list of per-record
+      dicts (Grain's batched-read protocol; the dicts share the gathered arrays).
+    - ``ds.batch(ids)``: ``{name: jax.Array}`` for a batch (ragged fields as
+      ``(values, cu_seqlens, shapes)``).
+    """
+
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.fields = open_fields(fields)
+        self._len = len(next(iter(self.fields.values())))
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, record_key: int) -> dict[str, np.ndarray[Any, Any]]:
+        return {name: np.asarray(store[int(record_key)]) for name, store in self.fields.items()}
+
+    def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
+        ids = as_int_indices(record_keys)
+        cols = {name: store[ids] for name, store in self.fields.items()}
+        return [{name: col[k] for name, col in cols.items()} for k in range(len(ids))]
+
+    def read(self, ids: Any) -> dict[str, Any]:
+        """``{name: ndarray | RaggedBatch}`` for the records ``ids`` (one gather per field)."""
+        idx = as_int_indices(ids)
+        return {name: store[idx] for name, store in self.fields.items()}
+
+    def batch(self, ids: Any) -> dict[str, Any]:
+        """``{name: jax.Array}`` for the records ``ids``."""
+        return {name: to_jax(v) for name, v in self.read(ids).items()}
+
+    def __repr__(self) -> str:
+        return f"zring.jax.DataSource(fields={list(self.fields)}, len={self._len})"
+
+
+def batches(source: DataSource, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+            epochs: int | None = 1, drop_last: bool = True, start: int = 0,
+            process_index: int | None = None, process_count: int | None = None) -> Iterator[dict[str, Any]]:
+    """Batches of ``jax.Array`` from ``source`` in zring's global order: epochs of a
+    fresh permutation (or in order with ``shuffle=False``), this process's slice of
+    every global batch (``process_index`` / ``process_count`` default to
+    ``jax.process_index()`` / ``jax.process_count()``), from step ``start`` (resume
+    at the number of batches already consumed)."""
+    if process_index is None:
+        process_index = jax.process_index()
+    if process_count is None:
+        process_count = jax.process_count()
+    plan = Plan(len(source), batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
+                epochs=epochs, drop_last=drop_last, rank=process_index, world=process_count)
+    for step in plan.worker_steps(start, 0, 1):
+        yield source.batch(plan.indices(step))

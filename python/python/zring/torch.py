@@ -1,0 +1,544 @@
+"""PyTorch datasets over zring stores (needs ``torch``; ``import zring`` does not).
+
+- :class:`Dataset`: map-style, over one or several aligned stores (fields by name).
+  ``__getitems__`` reads a whole batch with one zring gather per field, so a
+  ``DataLoader(ds, batch_size=256, collate_fn=zring.torch.collate)`` makes one
+  engine call per field per batch instead of 256 ``__getitem__`` calls.
+- :class:`IterableDataset`: batches in one global order (epochs of a shuffled,
+  sequential or IID sequence), split into disjoint deterministic parts across
+  distributed ranks and DataLoader workers; finite (``epochs=``) or endless, and
+  resumable mid-epoch (``state_dict`` / ``load_state_dict``).
+- :class:`DataLoader`: ``torch.utils.data.DataLoader`` that counts the batches it
+  delivered, so ``state_dict()`` resumes an :class:`IterableDataset` exactly, with
+  the same or another number of workers.
+- :func:`to_device` and :class:`DevicePrefetcher`: host-to-device copies (on CUDA
+  asynchronous, from pinned memory, overlapping the next batch's copy with the
+  current step).
+
+Tensors share the memory of zring's arrays (``torch.from_numpy``, or DLPack for
+dtypes it does not take), without a copy. Ragged fields come
+out as :class:`Ragged` (values + offsets + shapes), or on request as :class:`Padded`
+(``ragged="padded"``) or nested tensors (``ragged="nested"``: jagged layout over the
+gathered values for 1-D records, no copy; a strided copy for records of more
+dimensions).
+
+Stores pickle by path, so datasets cross to ``spawn`` and ``forkserver`` workers,
+where each store reopens on first use (and checks it is still the same file).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import os
+from typing import (
+    TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeVar,
+)
+
+try:
+    import torch
+    import torch.utils.data as _tud
+except ImportError as _missing:  # pragma: no cover - exercised only without torch
+    raise ImportError("zring.torch needs PyTorch: pip install torch") from _missing
+
+import numpy as np
+
+from ._data import Plan, as_int_indices, open_fields, rank_and_world
+from ._ragged import RaggedBatch
+
+if TYPE_CHECKING:
+    from .types import ModeName
+
+__all__ = [
+    "Dataset",
+    "IterableDataset",
+    "DataLoader",
+    "BatchSampler",
+    "Ragged",
+    "Padded",
+    "collate",
+    "to_tensor",
+    "to_device",
+    "DevicePrefetcher",
+    "distributed_rank_and_world",
+]
+
+_T = TypeVar("_T")
+
+RAGGED_MODES = ("offsets", "padded", "nested")
+
+
+class Ragged(NamedTuple):
+    """A ragged field of a batch: ``values`` (1-D, every record's elements back to
+    back), ``offsets`` (int64, ``n + 1``; record ``i`` is
+    ``values[offsets[i]:offsets[i + 1]]``) and ``shapes`` (int64, ``(n, ndim)``)."""
+
+    values: torch.Tensor
+    offsets: torch.Tensor
+    shapes: torch.Tensor
+
+
+class Padded(NamedTuple):
+    """A ragged field padded to the largest record: ``values`` of shape
+    ``(n, *max_shape)`` and ``lengths`` (int64, ``(n,)`` for 1-D records, else the
+    ``(n, ndim)`` shapes)."""
+
+    values: torch.Tensor
+    lengths: torch.Tensor
+
+
+# NumPy dtypes that NumPy's DLPack export refuses and torch knows: viewed as
+# same-width integers, handed over, and viewed back on the torch side.
+_VIEW_AS = {
+    "bfloat16": (np.uint16, "bfloat16"),
+    "float8_e4m3fn": (np.uint8, "float8_e4m3fn"),
+    "float8_e5m2": (np.uint8, "float8_e5m2"),
+}
+
+
+def to_tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
+    """A tensor over the same memory as ``a`` (no copy)."""
+    if a.dtype.kind in "biufc":
+        try:
+            # Zero-copy like DLPack, and several microseconds cheaper per tensor.
+            return torch.from_numpy(a)
+        except TypeError:
+            return torch.from_dlpack(a)  # dtypes from_numpy does not take
+    view = _VIEW_AS.get(a.dtype.name)
+    if view is not None:
+        return torch.from_dlpack(a.view(view[0])).view(getattr(torch, view[1]))
+    return torch.from_dlpack(a)
+
+
+def _pad(batch: RaggedBatch, pad_value: Any) -> Padded:
+    n, ndim = batch.shapes.shape
+    shapes = batch.shapes
+    max_shape = tuple(int(d) for d in shapes.max(axis=0)) if n else (0,) * ndim
+    out = np.full((n, *max_shape), pad_value, dtype=batch.dtype)
+    if ndim == 1:
+        lengths = np.diff(batch.cu_seqlens)
+        rows = np.repeat(np.arange(n), lengths)
+        cols = np.arange(len(batch.values)) - np.repeat(batch.cu_seqlens[:-1], lengths)
+        out[rows, cols] = batch.values
+        return Padded(to_tensor(out), torch.from_numpy(lengths.astype(np.int64)))
+    for i, rec in enumerate(batch.to_arrays()):
+        region: tuple[int | slice, ...] = (i, *(slice(0, d) for d in rec.shape))
+        out[region] = rec
+    return Padded(to_tensor(out), torch.from_numpy(np.ascontiguousarray(shapes)))
+
+
+def _convert(value: Any, ragged: str, pad_value: Any) -> Any:
+    if isinstance(value, RaggedBatch):
+        if ragged == "offsets":
+            return Ragged(
+                to_tensor(value.values),
+                torch.from_numpy(value.cu_seqlens),
+                torch.from_numpy(value.shapes),
+            )
+        if ragged == "padded":
+            return _pad(value, pad_value)
+        if value.ndim == 1:
+            # Jagged layout over the gathered values and offsets: no copy.
+            return torch.nested.nested_tensor_from_jagged(
+                to_tensor(value.values), offsets=torch.from_numpy(value.cu_seqlens)
+            )
+        return torch.nested.nested_tensor([to_tensor(r) for r in value.to_arrays()])
+    return to_tensor(np.asarray(value))
+
+
+def _check_ragged_mode(ragged: str) -> str:
+    if ragged not in RAGGED_MODES:
+        raise ValueError(f"ragged must be one of {RAGGED_MODES}, got {ragged!r}")
+    return ragged
+
+
+def collate(batch: _T) -> _T:
+    """The ``collate_fn`` for :class:`Dataset`: its ``__getitems__`` already
+    returns the whole batch as a dict of tensors, so there is nothing to collate."""
+    return batch
+
+
+def distributed_rank_and_world() -> tuple[int, int]:
+    """This process's rank and the world size: from ``torch.distributed`` when it is
+    initialised, else the ``RANK`` / ``WORLD_SIZE`` variables (as ``torchrun`` sets
+    them), else ``(0, 1)``."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return rank_and_world(os.environ)
+
+
+# torch is not followed by mypy (pyproject.toml), so its base classes are Any.
+class Dataset(_tud.Dataset):  # type: ignore[misc]
+    """Map-style dataset over aligned stores: record ``i`` of every field belongs
+    together.
+
+    ``Dataset(fields, *, ragged="offsets", pad_value=0, transform=None)``
+
+    - ``fields``: ``{name: store or path}`` (paths are opened with ``zring.open``);
+      every store has the same number of records.
+    - ``ds[i]``: ``{name: tensor}`` for one record (a ragged record is a tensor of
+      its own shape).
+    - ``ds.__getitems__(indices)`` (what ``DataLoader`` calls with a batch of
+      indices): ``{name: tensor | Ragged | Padded | nested tensor}`` with one gather
+      per field. Use ``collate_fn=zring.torch.collate``.
+    - ``transform(batch_dict)``: applied to every batch (and single record) dict.
+    """
+
+    def __init__(self, fields: Mapping[str, Any], *, ragged: str = "offsets", pad_value: Any = 0,
+                 transform: Callable[[dict[str, Any]], Any] | None = None) -> None:
+        self.fields = open_fields(fields)
+        self.ragged = _check_ragged_mode(ragged)
+        self.pad_value = pad_value
+        self.transform = transform
+        self._len = len(next(iter(self.fields.values())))
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: Any) -> Any:
+        out = {name: to_tensor(np.asarray(store[i])) for name, store in self.fields.items()}
+        return self.transform(out) if self.transform is not None else out
+
+    def __getitems__(self, indices: Any) -> Any:
+        ids = as_int_indices(indices)
+        out = {
+            name: _convert(store[ids], self.ragged, self.pad_value)
+            for name, store in self.fields.items()
+        }
+        return self.transform(out) if self.transform is not None else out
+
+    def loader(self, batch_size: int, **kwargs: Any) -> "_tud.DataLoader":
+        """A ``torch.utils.data.DataLoader`` over this dataset with ``batch_size``
+        and ``collate_fn=collate`` (other keyword arguments are passed on)."""
+        kwargs.setdefault("collate_fn", collate)
+        return _tud.DataLoader(self, batch_size=batch_size, **kwargs)
+
+
+class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
+    """Batches of aligned stores in one global order, split across ranks and
+    DataLoader workers.
+
+    ``IterableDataset(fields, batch_size, *, shuffle=True, mode=None, seed=0,
+    epochs=None, drop_last=False, rank=None, world_size=None, ragged="offsets",
+    pad_value=0, transform=None, prefetch=2)``
+
+    - ``batch_size``: records per batch on each rank; the global batch is
+      ``batch_size * world_size``.
+    - The global order: epoch ``e`` is the positions ``[e*N, (e+1)*N)`` of zring's
+      counter-based sequence (``shuffle=True``: ``"cyclic"``, a fresh permutation
+      per epoch; ``False``: ``"sequential"``; or ``mode="iid"``, with replacement).
+      Global step ``j`` of an epoch holds its next ``batch_size * world_size``
+      positions; rank ``r`` takes slice ``r``. The last, partial global step of an
+      epoch is dropped with ``drop_last=True``, else split evenly across ranks (every
+      rank still has the same number of steps; a rank's last batch may be smaller,
+      and is empty only when the remainder is smaller than the world).
+    - ``epochs``: finite (iteration ends after that many epochs; with
+      ``shuffle=False, epochs=1`` every record is read exactly once across all
+      ranks: an evaluation pass), or ``None`` (endless).
+    - ``rank`` / ``world_size``: default :func:`distributed_rank_and_world`.
+    - DataLoader worker ``w`` of ``W`` makes this rank's steps ``w, w + W, ...``,
+      which ``DataLoader`` (in order) delivers as ``0, 1, 2, ...``: the same batches
+      whatever the number of workers. Use ``batch_size=None`` in the DataLoader (or
+      :class:`DataLoader`, which sets it).
+    - ``state_dict()`` / ``load_state_dict()``: the next step to deliver. Iterated
+      directly (or with ``num_workers=0``) the dataset counts itself; with worker
+      processes use :class:`zring.torch.DataLoader`, whose ``state_dict`` counts the
+      batches it delivered.
+    - ``prefetch``: batches made ahead on a background thread of each process
+      (zring's gathers release the GIL, so reading overlaps the training step);
+      ``0`` makes each batch when asked.
+    - Each batch is ``{name: tensor | Ragged | Padded | nested tensor}``.
+    """
+
+    def __init__(
+        self,
+        fields: Mapping[str, Any],
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        mode: ModeName | None = None,
+        seed: int = 0,
+        epochs: int | None = None,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+        ragged: str = "offsets",
+        pad_value: Any = 0,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        prefetch: int = 2,
+    ) -> None:
+        self.fields = open_fields(fields)
+        n = len(next(iter(self.fields.values())))
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        self.prefetch = int(prefetch)
+        if rank is None or world_size is None:
+            r, w = distributed_rank_and_world()
+            rank = r if rank is None else rank
+            world_size = w if world_size is None else world_size
+        if mode is None:
+            mode = "cyclic" if shuffle else "sequential"
+        self.plan = Plan(n, batch_size, mode=mode, seed=seed, epochs=epochs,
+                         drop_last=drop_last, rank=rank, world=world_size)
+        self.ragged = _check_ragged_mode(ragged)
+        self.pad_value = pad_value
+        self.transform = transform
+        self._step = 0
+
+    @property
+    def rank(self) -> int:
+        """This process's rank in the world the batches are split across."""
+        return self.plan.rank
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks the global batches are split across."""
+        return self.plan.world
+
+    @property
+    def steps_per_epoch(self) -> int:
+        """Batches this rank delivers per epoch."""
+        return self.plan.steps_per_epoch
+
+    def __len__(self) -> int:
+        """Batches this rank delivers in all (finite mode only)."""
+        total = self.plan.total_steps
+        if total is None:
+            raise TypeError("an endless IterableDataset has no length (pass epochs=)")
+        return total
+
+    def batch(self, step: int) -> Any:
+        """Batch ``step`` of this rank (a pure function of the configuration)."""
+        ids = self.plan.indices(step)
+        out = {
+            name: _convert(store[ids], self.ragged, self.pad_value)
+            for name, store in self.fields.items()
+        }
+        return self.transform(out) if self.transform is not None else out
+
+    def __iter__(self) -> Iterator[Any]:
+        info = _tud.get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        steps = self.plan.worker_steps(self._step, wid, nw)
+        for step, batch in _ahead(self.batch, steps, self.prefetch):
+            # Counted before the yield, so that state_dict() taken after this batch
+            # resumes with the next one: the start from which this worker's next
+            # step is `start + wid` (in the main process simply `step + 1`; in a
+            # worker, what torchdata's StatefulDataLoader saves and gives back).
+            self._step = step + nw - wid
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where to resume: the next step, and what defines the order (checked)."""
+        return {"step": self._step, "order": self.plan.fingerprint()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes at ``state["step"]``; the order must be the one that was saved."""
+        order = state.get("order")
+        if order is not None and tuple(order) != self.plan.fingerprint():
+            raise ValueError(
+                f"this state is from another order (records, global batch, mode, seed, "
+                f"epochs, drop_last): saved {tuple(order)}, now {self.plan.fingerprint()}"
+            )
+        step = int(state["step"])
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        self._step = step
+
+
+class BatchSampler(_tud.Sampler):  # type: ignore[misc]
+    """Batches of record ids for a map-style :class:`Dataset`, one epoch per
+    iteration, in zring's global order (what ``DistributedSampler`` plus
+    ``BatchSampler`` do, without materialising a permutation or a list of ints).
+
+    ``BatchSampler(length, batch_size, *, shuffle=True, seed=0, drop_last=False,
+    rank=None, world_size=None)``: epoch ``e`` (``set_epoch(e)``) is a fresh
+    permutation (or in order with ``shuffle=False``); each global step holds
+    ``batch_size * world_size`` ids and this rank takes its slice (rank and world
+    default to :func:`distributed_rank_and_world`). Each batch is a uint64 NumPy
+    array, which ``Dataset.__getitems__`` reads as is:
+    ``DataLoader(ds, batch_sampler=BatchSampler(len(ds), 256), collate_fn=collate)``.
+    """
+
+    def __init__(self, length: int, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, rank: int | None = None,
+                 world_size: int | None = None) -> None:
+        if rank is None or world_size is None:
+            r, w = distributed_rank_and_world()
+            rank = r if rank is None else rank
+            world_size = w if world_size is None else world_size
+        self.plan = Plan(length, batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
+                         epochs=None, drop_last=drop_last, rank=rank, world=world_size)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next iteration yields (each epoch is a fresh order)."""
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.plan.steps_per_epoch
+
+    def __iter__(self) -> Iterator[np.ndarray[Any, Any]]:
+        base = self.epoch * self.plan.steps_per_epoch
+        for j in range(self.plan.steps_per_epoch):
+            yield self.plan.indices(base + j)
+
+
+def _ahead(
+    make: Callable[[int], _T], steps: Iterable[int], depth: int
+) -> Iterator[tuple[int, _T]]:
+    """``(step, make(step))`` for every step, with up to ``depth`` batches made ahead
+    on a background thread (zring's gathers release the GIL, so they overlap the
+    caller's work). Errors surface at their step, in order."""
+    if depth == 0:
+        for step in steps:
+            yield step, make(step)
+        return
+    pending: collections.deque[tuple[int, concurrent.futures.Future[_T]]] = collections.deque()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zring-prefetch") as pool:
+        try:
+            for step in steps:
+                pending.append((step, pool.submit(make, step)))
+                if len(pending) > depth:
+                    s, f = pending.popleft()
+                    yield s, f.result()
+            while pending:
+                s, f = pending.popleft()
+                yield s, f.result()
+        finally:
+            for _, f in pending:
+                f.cancel()
+
+
+class DataLoader(_tud.DataLoader):  # type: ignore[misc]
+    """``torch.utils.data.DataLoader`` for zring datasets, resumable exactly.
+
+    For an :class:`IterableDataset` it sets ``batch_size=None`` (the dataset makes
+    the batches) and counts the batches it delivered, so ``state_dict()`` taken
+    between batches and ``load_state_dict()`` on a new DataLoader (any number of
+    workers) continue with exactly the batches an uninterrupted run would have
+    delivered. For a map-style :class:`Dataset` it sets ``collate_fn=collate``, and
+    without worker processes (and without ``pin_memory``) it calls
+    ``__getitems__`` once per batch of its batch sampler directly.
+    """
+
+    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(dataset, IterableDataset):
+            kwargs.setdefault("batch_size", None)
+        kwargs.setdefault("collate_fn", collate)
+        super().__init__(dataset, *args, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        ds = self.dataset
+        if not isinstance(ds, IterableDataset):
+            if self.num_workers == 0 and not self.pin_memory and isinstance(ds, Dataset) and self.batch_sampler is not None:
+                # In this process, each batch is one __getitems__ call: skip torch's
+                # per-batch iterator bookkeeping, which costs as much as a small
+                # ragged gather (measured in docs/benchmarks.md).
+                collate_fn = self.collate_fn
+                for ids in self.batch_sampler:
+                    yield collate_fn(ds.__getitems__(ids))
+                return
+            yield from super().__iter__()
+            return
+        # The workers receive the dataset (and its starting step) when the
+        # iterator is created; from then on this process counts deliveries.
+        start = ds._step
+        for k, batch in enumerate(super().__iter__()):
+            ds._step = start + k + 1
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        """The :class:`IterableDataset`'s state after the batches this loader
+        delivered (``TypeError`` for a map-style dataset)."""
+        if not isinstance(self.dataset, IterableDataset):
+            raise TypeError("state_dict() is for zring.torch.IterableDataset loaders")
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resumes the :class:`IterableDataset` at ``state`` (from :meth:`state_dict`;
+        ``TypeError`` for a map-style dataset)."""
+        if not isinstance(self.dataset, IterableDataset):
+            raise TypeError("load_state_dict() is for zring.torch.IterableDataset loaders")
+        self.dataset.load_state_dict(state)
+
+
+def to_device(batch: Any, device: Any, non_blocking: bool = True) -> Any:
+    """``batch`` (tensors in dicts, lists, tuples and named tuples) moved to
+    ``device``. From pinned memory to CUDA the copies are asynchronous."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(to_device(v, device, non_blocking) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(to_device(v, device, non_blocking) for v in batch)
+    return batch
+
+
+class DevicePrefetcher:
+    """Iterates ``loader`` with every batch already on ``device``.
+
+    On CUDA, batch ``k + 1`` is pinned (unless already) and copied on a side stream
+    while the caller works on batch ``k``; the caller's stream waits for the copy
+    before the batch is handed over. Elsewhere (CPU) it is ``to_device`` per batch.
+    (Correctness is tested on CPU; its overlap has not been measured on a GPU.)
+    """
+
+    def __init__(self, loader: Iterable[Any], device: Any, pin: bool = True) -> None:
+        self.loader = loader
+        self.device = torch.device(device)
+        self.pin = pin
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device.type != "cuda":
+            for batch in self.loader:
+                yield to_device(batch, self.device, non_blocking=False)
+            return
+        stream = torch.cuda.Stream(self.device)
+        it = iter(self.loader)
+
+        def load() -> Any:
+            try:
+                batch = next(it)
+            except StopIteration:
+                return None
+            if self.pin:
+                batch = _pin(batch)
+            with torch.cuda.stream(stream):
+                return to_device(batch, self.device, non_blocking=True)
+
+        nxt = load()
+        while nxt is not None:
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            cur = nxt
+            _record(cur, torch.cuda.current_stream(self.device))
+            nxt = load()
+            yield cur
+
+
+def _pin(batch: Any) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch if batch.is_pinned() else batch.pin_memory()
+    if isinstance(batch, dict):
+        return {k: _pin(v) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(_pin(v) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pin(v) for v in batch)
+    return batch
+
+
+def _record(batch: Any, stream: Any) -> None:
+    # Tensors made on the side stream and used on another must tell the caching
+    # allocator, or their memory could be reused while the other stream reads it.
+    if isinstance(batch, torch.Tensor):
+        batch.record_stream(stream)
+    elif isinstance(batch, dict):
+        for v in batch.values():
+            _record(v, stream)
+    elif isinstance(batch, (list, tuple)):
+        for v in batch:
+            _record(v, stream)

@@ -1,0 +1,454 @@
+//! `_Dataset`: a zring dataset (named fields x shards) read with one parallel gather,
+//! and `_DatasetBuilder`, which publishes a new manifest version from stores the
+//! Python writers made. `zring/_dataset.py` builds the friendly API on top.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use zring_engine::dataset::{Dataset, DatasetBuilder, DatasetField, FieldDest};
+use zring_engine::{Layout, RaggedLayout, Schema};
+use zring_platform::PooledBuf;
+
+use crate::buffer::{self, array_over};
+use crate::dtype;
+use crate::errors;
+use crate::index::{self, Selection};
+use crate::ragged::ragged_batch;
+use crate::store::{read_options, remote_options, ReadError};
+
+/// An open dataset at one manifest version.
+#[pyclass(frozen, module = "zring._zring", name = "_Dataset", subclass)]
+pub struct PyDataset {
+    ds: Dataset,
+}
+
+/// One field of a dataset, accepted by the loader wherever a store is.
+#[pyclass(frozen, module = "zring._zring", name = "_DatasetField")]
+pub struct PyDatasetField {
+    pub(crate) field: DatasetField,
+}
+
+/// One field's gathered output before it becomes Python objects.
+enum Out {
+    Dense(PooledBuf),
+    Ragged(RaggedLayout, PooledBuf),
+}
+
+fn schema_dict<'py>(py: Python<'py>, name: &str, s: &Schema) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", name)?;
+    d.set_item("dtype", s.dtype.name())?;
+    match &s.layout {
+        Layout::Dense { item_shape } => {
+            d.set_item("layout", "dense")?;
+            let shape: Vec<u64> = item_shape.clone();
+            d.set_item("item_shape", pyo3::types::PyTuple::new(py, shape)?)?;
+        }
+        Layout::Ragged { ndim } => {
+            d.set_item("layout", "ragged")?;
+            d.set_item("ndim", ndim)?;
+        }
+    }
+    d.set_item("metadata", s.metadata.clone())?;
+    Ok(d)
+}
+
+impl PyDataset {
+    /// Field positions for `fields` (`None`: all).
+    fn positions(&self, fields: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<usize>> {
+        let Some(fields) = fields else {
+            return Ok((0..self.ds.fields().len()).collect());
+        };
+        let names: Vec<String> = match fields.cast::<PyString>() {
+            Ok(s) => vec![s.to_str()?.to_string()],
+            Err(_) => fields.extract()?,
+        };
+        names
+            .iter()
+            .map(|n| {
+                self.ds.manifest().field_index(n).ok_or_else(|| {
+                    PyKeyError::new_err(self.ds.field_index(n).err().map(|e| e.to_string()))
+                })
+            })
+            .collect()
+    }
+
+    fn read(&self, py: Python<'_>, ids: &[u64], fields: &[usize]) -> PyResult<Vec<Out>> {
+        let ds = &self.ds;
+        py.detach(|| -> Result<Vec<Out>, ReadError> {
+            let mut outs = Vec::with_capacity(fields.len());
+            for &f in fields {
+                let schema = &ds.fields()[f].schema;
+                match schema.item_bytes() {
+                    Some(w) => {
+                        let n = ids.len().saturating_mul(w as usize);
+                        let buf = buffer::acquire(n)
+                            .map_err(|e| ReadError::Alloc(n, field_records(ds, f, ids, None), e))?;
+                        outs.push(Out::Dense(buf));
+                    }
+                    None => {
+                        let layout = ds.ragged_layout(f, ids)?;
+                        let n = layout.values_bytes;
+                        let buf = buffer::acquire(n).map_err(|e| {
+                            let itemsize = schema.dtype.itemsize();
+                            let largest = buffer::largest_ragged(ids, &layout.cu_seqlens, itemsize);
+                            ReadError::Alloc(n, field_records(ds, f, ids, largest), e)
+                        })?;
+                        outs.push(Out::Ragged(layout, buf));
+                    }
+                }
+            }
+            let mut dests: Vec<FieldDest<'_>> = outs
+                .iter_mut()
+                .map(|o| match o {
+                    Out::Dense(buf) => FieldDest::Dense(&mut buf[..]),
+                    Out::Ragged(layout, buf) => FieldDest::Ragged {
+                        layout,
+                        values: &mut buf[..],
+                    },
+                })
+                .collect();
+            ds.gather(ids, fields, &mut dests)?;
+            drop(dests);
+            Ok(outs)
+        })
+        .map_err(|e| e.into_py(py))
+    }
+}
+
+#[pymethods]
+impl PyDataset {
+    #[new]
+    #[pyo3(signature = (path, *, version = None, backend = "auto", verify_checksums = true, threads = 0, remote = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        version: Option<u64>,
+        backend: &str,
+        verify_checksums: bool,
+        threads: usize,
+        remote: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let mut opts = read_options(backend, verify_checksums, threads)?;
+        opts.remote = remote_options(remote)?;
+        let ds = py
+            .detach(|| match version {
+                Some(v) => Dataset::open_version(&path, v, opts),
+                None => Dataset::open(&path, opts),
+            })
+            .map_err(|e| errors::engine(py, e))?;
+        Ok(Self { ds })
+    }
+
+    fn __len__(&self) -> usize {
+        self.ds.len() as usize
+    }
+
+    /// The dataset directory.
+    #[getter]
+    fn path(&self) -> String {
+        self.ds.path().to_string_lossy().into_owned()
+    }
+
+    /// The manifest version this object reads.
+    #[getter]
+    fn version(&self) -> u64 {
+        self.ds.version()
+    }
+
+    /// Field names, in manifest order.
+    #[getter]
+    fn fields(&self) -> Vec<String> {
+        self.ds.fields().iter().map(|f| f.name.clone()).collect()
+    }
+
+    /// Number of shards.
+    #[getter]
+    fn shards(&self) -> usize {
+        self.ds.shards()
+    }
+
+    /// Global index of each shard's first record, and the total at the end.
+    #[getter]
+    fn shard_starts(&self) -> Vec<u64> {
+        self.ds.shard_starts().to_vec()
+    }
+
+    /// Each field's schema: `{name, dtype, layout, item_shape | ndim, metadata}`.
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .ds
+            .fields()
+            .iter()
+            .map(|f| schema_dict(py, &f.name, &f.schema))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// The NumPy dtype of field `name`.
+    fn dtype<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArrayDescr>> {
+        let f = self
+            .ds
+            .field_index(name)
+            .map_err(|e| errors::engine(py, e))?;
+        dtype::to_numpy(py, self.ds.fields()[f].schema.dtype)
+    }
+
+    /// The stores' files, shard by shard, field by field.
+    fn store_paths(&self) -> Vec<String> {
+        self.ds
+            .store_paths()
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Gathers records `idx` (int, slice, list, array or mask; 1-D) of `fields`
+    /// (a name, a list of names, or None for all) in one parallel call: `{name:
+    /// ndarray | RaggedBatch}`. A single int gives one record per field (ragged
+    /// fields as arrays of their own shape).
+    #[pyo3(signature = (idx, fields = None))]
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        idx: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let positions = self.positions(fields)?;
+        let sel = index::select(idx, self.ds.len())?;
+        let one = matches!(sel, Selection::One(_));
+        if let Selection::Many { shape, .. } = &sel {
+            if shape.len() != 1 {
+                return Err(PyValueError::new_err(format!(
+                    "datasets take 1-D index arrays, got shape {shape:?}"
+                )));
+            }
+        }
+        let ids = sel.ids();
+        let outs = self.read(py, ids, &positions)?;
+        let result = PyDict::new(py);
+        for (&f, out) in positions.iter().zip(outs) {
+            let field = &self.ds.fields()[f];
+            let descr = dtype::to_numpy(py, field.schema.dtype)?;
+            let value = match out {
+                Out::Dense(buf) => {
+                    let mut shape: Vec<usize> = if one { vec![] } else { vec![ids.len()] };
+                    if let Layout::Dense { item_shape } = &field.schema.layout {
+                        shape.extend(item_shape.iter().map(|&d| d as usize));
+                    }
+                    array_over(py, buf, &descr, &shape)?
+                }
+                Out::Ragged(layout, buf) if one => {
+                    let shape: Vec<usize> = layout.shapes.iter().map(|&d| d as usize).collect();
+                    array_over(py, buf, &descr, &shape)?
+                }
+                Out::Ragged(layout, buf) => {
+                    let elems = layout.values_bytes / descr.itemsize().max(1);
+                    let values = array_over(py, buf, &descr, &[elems])?;
+                    ragged_batch(
+                        py,
+                        values,
+                        &layout.cu_seqlens,
+                        &layout.shapes,
+                        field.schema.ndim(),
+                    )?
+                }
+            };
+            result.set_item(&field.name, value)?;
+        }
+        Ok(result)
+    }
+
+    /// Checks every record of every store; raises the first problem.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.ds.verify())
+            .map_err(|e| errors::engine(py, e))
+    }
+
+    /// Field `name` as an object the loader accepts wherever it accepts a store.
+    fn field(&self, py: Python<'_>, name: &str) -> PyResult<PyDatasetField> {
+        let f = self
+            .ds
+            .field_index(name)
+            .map_err(|e| errors::engine(py, e))?;
+        let field = self.ds.field(f).map_err(|e| errors::engine(py, e))?;
+        Ok(PyDatasetField { field })
+    }
+}
+
+#[pymethods]
+impl PyDatasetField {
+    fn __len__(&self) -> usize {
+        self.field.len() as usize
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.field.name().to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DatasetField({:?} of {})",
+            self.field.name(),
+            self.field.dataset().path().display()
+        )
+    }
+}
+
+/// Publishes a dataset version from stores written at the paths it names.
+#[pyclass(frozen, module = "zring._zring", name = "_DatasetBuilder")]
+pub struct PyDatasetBuilder {
+    builder: Mutex<Option<DatasetBuilder>>,
+}
+
+impl PyDatasetBuilder {
+    fn with<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut DatasetBuilder) -> zring_engine::Result<T>,
+    ) -> PyResult<T> {
+        let mut guard = self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let b = guard
+            .as_mut()
+            .ok_or_else(|| errors::closed(py, "the dataset builder"))?;
+        f(b).map_err(|e| errors::engine(py, e))
+    }
+}
+
+#[pymethods]
+impl PyDatasetBuilder {
+    /// `fields`: a list of `(name, dtype, layout, shape_or_ndim, metadata)`; `append`
+    /// continues the existing dataset (fields from its manifest, `fields` ignored).
+    #[new]
+    #[pyo3(signature = (path, fields, *, append = false, overwrite = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        fields: &Bound<'_, PyList>,
+        append: bool,
+        overwrite: bool,
+    ) -> PyResult<Self> {
+        let mut parsed = Vec::new();
+        for item in fields.iter() {
+            let (name, dt, layout, dims, metadata): (
+                String,
+                Bound<'_, PyAny>,
+                String,
+                Bound<'_, PyAny>,
+                std::collections::BTreeMap<String, String>,
+            ) = item.extract()?;
+            let dt = dtype::from_py(&dt)?;
+            let mut schema = match layout.as_str() {
+                "dense" => Schema::dense(dt, &dims.extract::<Vec<u64>>()?),
+                "ragged" => Schema::ragged(dt, dims.extract::<usize>()?),
+                other => {
+                    return Err(PyTypeError::new_err(format!(
+                        "layout {other:?} is not 'dense' or 'ragged'"
+                    )))
+                }
+            };
+            schema.metadata = metadata;
+            parsed.push((name, schema));
+        }
+        let builder = py
+            .detach(|| match append {
+                true => DatasetBuilder::append(&path),
+                false => DatasetBuilder::create(&path, parsed, overwrite),
+            })
+            .map_err(|e| errors::engine(py, e))?;
+        Ok(Self {
+            builder: Mutex::new(Some(builder)),
+        })
+    }
+
+    /// The version `publish()` writes.
+    #[getter]
+    fn version(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |b| Ok(b.version()))
+    }
+
+    /// The dataset's fields: one schema dict each (its `"name"` included).
+    #[getter]
+    fn fields<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let fields = self.with(py, |b| Ok(b.fields().to_vec()))?;
+        let items = fields
+            .iter()
+            .map(|f| schema_dict(py, &f.name, &f.schema))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// The store paths (one per field, in field order) of new shard `shard`.
+    fn shard_paths(&self, py: Python<'_>, shard: usize) -> PyResult<Vec<String>> {
+        self.with(py, |b| {
+            Ok(b.shard_paths(shard)
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect())
+        })
+    }
+
+    /// Adds the next new shard, whose stores hold `records` records each.
+    fn add_shard(&self, py: Python<'_>, records: u64) -> PyResult<()> {
+        self.with(py, |b| py.detach(|| b.add_shard(records)))
+    }
+
+    /// Publishes the new version atomically; returns its number.
+    fn publish(&self, py: Python<'_>) -> PyResult<u64> {
+        let b = self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| errors::closed(py, "the dataset builder"))?;
+        py.detach(|| b.publish())
+            .map(|m| m.version)
+            .map_err(|e| errors::engine(py, e))
+    }
+}
+
+/// Removes the dataset's old versions (`zring gc`): manifests older than the newest
+/// `keep`, stores none of those versions name, temporary files of dead writers.
+/// Returns `{"current", "kept_versions", "manifests", "stores", "temps", "bytes"}`
+/// (removed paths; with `dry_run`, what would be removed).
+#[pyfunction]
+#[pyo3(signature = (path, keep = 1, dry_run = false))]
+pub fn _collect_garbage<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    keep: u64,
+    dry_run: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let r = py
+        .detach(|| zring_engine::dataset::collect_garbage(&path, keep, dry_run))
+        .map_err(|e| errors::engine(py, e))?;
+    let paths = |v: &[PathBuf]| -> Vec<String> {
+        v.iter().map(|p| p.to_string_lossy().into_owned()).collect()
+    };
+    let out = PyDict::new(py);
+    out.set_item("current", r.current)?;
+    out.set_item("kept_versions", r.kept_versions)?;
+    out.set_item("manifests", paths(&r.manifests))?;
+    out.set_item("stores", paths(&r.stores))?;
+    out.set_item("temps", paths(&r.temps))?;
+    out.set_item("bytes", r.bytes)?;
+    Ok(out)
+}
+
+/// Names the records of field `f` a read buffer is for: `record 7 of field "image"
+/// of dataset PATH`, as `buffer::records_of` does for a store.
+fn field_records(ds: &Dataset, f: usize, ids: &[u64], largest: Option<(u64, u64)>) -> String {
+    let name = ds.fields().get(f).map_or("?", |field| field.name.as_str());
+    let source = format!("field {name:?} of dataset {}", ds.path().display());
+    buffer::records_of(&source, ids, largest)
+}

@@ -1,0 +1,67 @@
+"""zring.jax with real JAX (and Grain when installed): the random-access data
+source, DLPack arrays, the global order and its resume."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import zring.jax as zj  # noqa: E402
+from conftest import write_dense, write_ragged  # noqa: E402
+
+N = 50
+
+
+@pytest.fixture
+def source(tmp_path):
+    x = np.arange(N * 4, dtype=np.float32).reshape(N, 4)
+    write_dense(tmp_path / "x.zr", x)
+    write_ragged(tmp_path / "t.zr", [np.full(1 + i % 3, i, np.int32) for i in range(N)], "int32")
+    return zj.DataSource({"x": tmp_path / "x.zr", "t": tmp_path / "t.zr"}), x
+
+
+def test_random_access_and_batched_reads(source):
+    ds, x = source
+    assert len(ds) == N
+    assert ds[7]["x"].tolist() == x[7].tolist() and ds[7]["t"].tolist() == [7, 7]
+    recs = ds.__getitems__([4, 0, 4])
+    assert [r["x"].tolist() for r in recs] == x[[4, 0, 4]].tolist()
+    assert [r["t"].tolist() for r in recs] == [[4, 4], [0], [4, 4]]
+
+
+def test_batch_is_jax_arrays_over_zring_memory(source):
+    ds, x = source
+    b = ds.batch([9, 2])
+    assert isinstance(b["x"], jax.Array) and np.asarray(b["x"]).tolist() == x[[9, 2]].tolist()
+    values, cu, shapes = b["t"]
+    assert np.asarray(values).tolist() == [9, 2, 2, 2] and np.asarray(cu).tolist() == [0, 1, 4]
+
+
+def test_data_source_pickles_by_path(source):
+    ds, x = source
+    copy = pickle.loads(pickle.dumps(ds))
+    assert copy[3]["x"].tolist() == x[3].tolist()
+
+
+def test_batches_follow_the_global_order_and_resume(source):
+    ds, _ = source
+    full = [np.asarray(b["x"])[:, 0] // 4 for b in zj.batches(ds, 8, epochs=2, seed=3)]
+    assert len(full) == 2 * (N // 8)
+    assert sorted(np.concatenate(full[:6]).tolist()) == sorted(set(np.concatenate(full[:6]).tolist()))
+    resumed = [np.asarray(b["x"])[:, 0] // 4 for b in zj.batches(ds, 8, epochs=2, seed=3, start=5)]
+    assert [a.tolist() for a in resumed] == [a.tolist() for a in full[5:]]
+    halves = [
+        np.concatenate([np.asarray(b["x"])[:, 0] // 4 for b in
+                        zj.batches(ds, 5, shuffle=False, epochs=1, drop_last=False, process_index=p, process_count=2)])
+        for p in range(2)
+    ]
+    assert sorted(np.concatenate(halves).tolist()) == list(range(N))
+
+
+def test_grain_map_dataset_over_the_source(source):
+    grain = pytest.importorskip("grain.python")
+    ds, x = source
+    batched = grain.MapDataset.source(zj.DataSource({"x": ds.fields["x"]})).batch(10)
+    assert len(batched) == 5
+    np.testing.assert_array_equal(batched[1]["x"], x[10:20])

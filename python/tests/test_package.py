@@ -1,0 +1,59 @@
+"""The package as installed: the `zring` command (the Rust CLI compiled into the
+extension), and, under scripts/test.sh, that the tests import the installed wheel
+rather than the source tree."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zring
+
+
+def zring_command():
+    exe = shutil.which("zring", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if exe is None:
+        pytest.fail("the zring command is not installed next to this Python")
+    return exe
+
+
+def test_tests_run_against_the_installed_wheel():
+    if os.environ.get("ZRING_TEST_INSTALLED") != "1":
+        pytest.skip("only under scripts/test.sh, which installs the wheel")
+    root = Path(os.environ["ZRING_SOURCE_ROOT"]).resolve()
+    here = Path(zring.__file__).resolve()
+    assert root not in here.parents, f"zring was imported from the source tree: {here}"
+    assert "site-packages" in here.parts
+
+
+def test_zring_command_runs_the_rust_cli(tmp_path):
+    exe = zring_command()
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("zring ")
+    np.save(tmp_path / "a.npy", np.arange(24, dtype=np.float32).reshape(6, 4))
+    r = subprocess.run([exe, "pack", "a.zr", "--npy", "a.npy", "--codec", "raw"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert zring.DenseStore(tmp_path / "a.zr")[5].tolist() == [20, 21, 22, 23]
+    r = subprocess.run([exe, "info", "a.zr", "--json"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0 and '"dense"' in r.stdout
+
+
+def test_zring_command_exit_statuses(tmp_path):
+    exe = zring_command()
+    bad = subprocess.run([exe, "no-such-command"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Usage" in bad.stderr
+    (tmp_path / "junk.zr").write_bytes(b"not a store" * 1000)
+    failed = subprocess.run([exe, "verify", str(tmp_path / "junk.zr")], capture_output=True, text=True)
+    assert failed.returncode == 1 and failed.stderr.startswith("zring: ")
+    ok = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "pack" in ok.stdout
+
+
+def test_cli_main_is_callable_in_process():
+    from zring._zring import cli_main
+
+    assert cli_main(["zring", "--version"]) == 0

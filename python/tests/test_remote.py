@@ -1,0 +1,368 @@
+"""Remote stores and datasets against a real S3-compatible server on 127.0.0.1.
+
+moto runs in server mode in this process; a small HTTP proxy between zring and moto
+counts the requests zring sends (coalescing, cache hits) and can answer 500 or drop
+connections (retries). Stores are uploaded with boto3. Nothing here needs cloud
+credentials or any address beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import pickle
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import zring
+
+boto3 = pytest.importorskip("boto3")
+moto_server = pytest.importorskip("moto.server")
+
+BUCKET = "zring-test"
+
+
+class Proxy:
+    """Forwards HTTP requests to moto, recording each; fails or drops on demand."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.requests: list[tuple[str, str, str]] = []
+        self.fail_next = 0
+        self.drop_next = 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _forward(self) -> None:
+                rng = self.headers.get("Range", "")
+                with proxy.lock:
+                    proxy.requests.append((self.command, self.path, rng))
+                    drop = proxy.drop_next > 0
+                    fail = not drop and proxy.fail_next > 0
+                    proxy.drop_next -= int(drop)
+                    proxy.fail_next -= int(fail)
+                if drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if fail:
+                    body = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+                    self.send_response(500)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                length = int(self.headers.get("Content-Length", "0") or 0)
+                payload = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=30)
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                conn.request(self.command, self.path, body=payload, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = _forward
+            do_HEAD = _forward
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def gets(self, key: str | None = None) -> list[tuple[str, str, str]]:
+        with self.lock:
+            return [r for r in self.requests if r[0] == "GET" and (key is None or key in r[1])]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+class S3:
+    def __init__(self, moto_url: str, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=moto_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        self.client.create_bucket(Bucket=BUCKET)
+
+    def put(self, key: str, data: bytes) -> str:
+        self.client.put_object(Bucket=BUCKET, Key=key, Body=data)
+        return f"s3://{BUCKET}/{key}"
+
+    def put_file(self, key: str, path: Path) -> str:
+        return self.put(key, path.read_bytes())
+
+    def put_tree(self, prefix: str, root: Path) -> str:
+        for p in sorted(root.rglob("*")):
+            if p.is_file():
+                self.put(f"{prefix}/{p.relative_to(root).as_posix()}", p.read_bytes())
+        return f"s3://{BUCKET}/{prefix}"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    proxy = Proxy((host, port))
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    os.environ.pop("ZRING_CACHE_DIR", None)
+    try:
+        yield S3(f"http://{host}:{port}", proxy)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proxy.stop()
+        server.stop()
+
+
+# Fast retries for the fault tests (the defaults back off for seconds).
+FAST = {"backoff_initial": 0.01, "backoff_max": 0.05}
+
+
+def trained(records: np.ndarray | list[np.ndarray]) -> bytes:
+    return zring.train_dict(records, size=4096)
+
+
+def dense_file(tmp_path: Path, codec: str = "zstd", n: int = 400, seed: int = 0) -> tuple[Path, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 8, (n, 3, 17, 19), dtype=np.uint8)
+    path = tmp_path / f"dense-{codec}-{seed}.zr"
+    dict_bytes = trained(data) if codec == "zstd-dict" else None
+    with zring.DenseWriter(path, np.uint8, (3, 17, 19), codec=codec, dict_bytes=dict_bytes) as w:
+        w.append(data)
+    return path, data
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd-dict"])
+def test_dense_gathers_equal_the_local_store(s3: S3, tmp_path: Path, codec: str) -> None:
+    path, data = dense_file(tmp_path, codec)
+    url = s3.put_file(f"dense-{codec}.zr", path)
+    store = zring.DenseStore(url)
+    assert store.path == url and len(store) == len(data)
+    idx = np.random.default_rng(1).integers(0, len(data), 128)
+    np.testing.assert_array_equal(store[idx], data[idx])
+    np.testing.assert_array_equal(store[5], data[5])
+    np.testing.assert_array_equal(store[10:20], data[10:20])
+    store.verify()
+    stats = store.remote_stats
+    assert stats is not None and stats["requests"] >= 1
+    assert zring.DenseStore(path).remote_stats is None
+
+
+@pytest.mark.parametrize("codec", ["raw", "zstd", "zstd-dict"])
+def test_ragged_gathers_equal_the_local_store(s3: S3, tmp_path: Path, codec: str) -> None:
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 400, 300)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    values = rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int32)
+    path = tmp_path / "ragged.zr"
+    pieces = [values[offsets[i] : offsets[i + 1]] for i in range(300)]
+    dict_bytes = trained(pieces) if codec == "zstd-dict" else None
+    with zring.RaggedWriter(path, np.int32, codec=codec, dict_bytes=dict_bytes) as w:
+        w.append(pieces)
+    url = s3.put_file(f"ragged-{codec}.zr", path)
+    remote, local = zring.open(url), zring.RaggedStore(path)
+    assert isinstance(remote, zring.RaggedStore)
+    idx = rng.integers(0, 300, 77)
+    got, want = remote[idx], local[idx]
+    np.testing.assert_array_equal(got.cu_seqlens, want.cu_seqlens)
+    np.testing.assert_array_equal(got.values, want.values)
+    np.testing.assert_array_equal(remote[7], values[offsets[7] : offsets[8]])
+
+
+def test_dataset_over_a_url(s3: S3, tmp_path: Path) -> None:
+    n = 300
+    cols = {"x": np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), "y": np.arange(n)}
+    zring.write_dataset(tmp_path / "ds", cols, shard_records=64, codec="zstd")
+    url = s3.put_tree("datasets/ds", tmp_path / "ds")
+    ds = zring.open_dataset(url)
+    assert len(ds) == n and ds.shards == 5
+    np.testing.assert_array_equal(ds.gather(slice(None))["x"], cols["x"])
+    np.testing.assert_array_equal(ds[[299, 0, 64]]["y"], cols["y"][[299, 0, 64]])
+    ds.verify()
+    again = pickle.loads(pickle.dumps(ds))
+    assert again.path == url and again.version == ds.version
+    np.testing.assert_array_equal(again[::9]["y"], cols["y"][::9])
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    code = "import sys, zring._cli as c; sys.argv = ['zring', *sys.argv[1:]]; c.main()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_cli_info_and_verify_read_urls(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "zstd")
+    url = s3.put_file("cli/images.zr", path)
+    info = run_cli("info", url)
+    assert info.returncode == 0, info.stderr
+    assert "zstd" in info.stdout and str(len(data)) in info.stdout
+    ok = run_cli("verify", url)
+    assert ok.returncode == 0, ok.stderr
+    bad = run_cli("info", f"s3://{BUCKET}/cli/missing.zr")
+    assert bad.returncode != 0 and "missing.zr" in bad.stderr
+
+
+def test_neighbouring_records_are_fetched_by_one_request(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "raw", n=2000)
+    key = "coalesce/d.zr"
+    url = s3.put_file(key, path)
+    s3.proxy.clear()
+    # Records are 969 bytes, 976 apart (8-byte alignment): a gap of 4 KiB bridges
+    # neighbours but not the distant runs below.
+    store = zring.DenseStore(url, remote={"max_gap": 4096})
+    opened = len(s3.proxy.gets(key))
+    assert 1 <= opened <= 3
+    # 100 consecutive records in a shuffled order: one GET.
+    idx = np.random.default_rng(3).permutation(np.arange(1000, 1100))
+    np.testing.assert_array_equal(store[idx], data[idx])
+    assert len(s3.proxy.gets(key)) - opened == 1
+    # Two distant runs: two GETs without a gap to bridge them, one with.
+    idx = np.r_[0:10, 1900:1910]
+    before = len(s3.proxy.gets(key))
+    np.testing.assert_array_equal(store[idx], data[idx])
+    assert len(s3.proxy.gets(key)) - before == 2
+    wide = zring.DenseStore(url, remote={"max_gap": 4 << 20})
+    before = len(s3.proxy.gets(key))
+    np.testing.assert_array_equal(wide[idx], data[idx])
+    assert len(s3.proxy.gets(key)) - before == 1
+
+
+def test_failed_requests_are_retried(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "zstd")
+    key = "retry/d.zr"
+    url = s3.put_file(key, path)
+    store = zring.DenseStore(url, remote=FAST)
+    s3.proxy.fail_next = 2
+    s3.proxy.drop_next = 1
+    before = len(s3.proxy.gets(key))
+    np.testing.assert_array_equal(store[[1, 2, 3]], data[[1, 2, 3]])
+    assert s3.proxy.fail_next == 0 and s3.proxy.drop_next == 0
+    assert len(s3.proxy.gets(key)) - before >= 4
+    # Without retries the failure is an OSError naming the URL.
+    once = zring.DenseStore(url, remote={**FAST, "max_retries": 0})
+    s3.proxy.fail_next = 1
+    with pytest.raises(zring.ZringOSError, match="retry/d.zr"):
+        once[[5]]
+    s3.proxy.fail_next = 0
+    with pytest.raises(FileNotFoundError):
+        zring.DenseStore(f"s3://{BUCKET}/retry/none.zr")
+
+
+def test_a_corrupt_object_fails_its_checksum(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "raw", n=50)
+    raw = bytearray(path.read_bytes())
+    at = raw.find(data[31].tobytes())
+    assert at > 0
+    raw[at + 100] ^= 0x10
+    url = s3.put("corrupt/d.zr", bytes(raw))
+    store = zring.DenseStore(url)
+    with pytest.raises(zring.CorruptStoreError, match=r"corrupt/d\.zr.*record 31"):
+        store[[2, 31]]
+    with pytest.raises(zring.CorruptStoreError, match="record 31"):
+        store.verify()
+    np.testing.assert_array_equal(store[[2, 3]], data[[2, 3]])
+
+
+def test_pickles_keep_the_url_and_options(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "zstd")
+    url = s3.put_file("pickle/d.zr", path)
+    store = zring.DenseStore(url, remote={"in_flight": 3, "config": {"aws_region": "us-east-1"}})
+    again = pickle.loads(pickle.dumps(store))
+    assert again.path == url
+    np.testing.assert_array_equal(again[[4, 1]], data[[4, 1]])
+    args = store.__reduce__()[1]
+    assert args[-1]["in_flight"] == 3 and args[-1]["config"] == {"aws_region": "us-east-1"}
+    with pytest.raises(ValueError, match="no option"):
+        zring.DenseStore(url, remote={"in_fligth": 3})
+
+
+READER = """
+import json, sys, numpy as np, zring
+store = zring.DenseStore(sys.argv[1], remote={"cache_dir": sys.argv[2], "cache_bytes": 1 << 30})
+idx = np.arange(len(store))
+print(json.dumps({"sum": int(store[idx].sum(dtype=np.int64)), **store.remote_stats}))
+"""
+
+
+def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
+    import json
+
+    path, data = dense_file(tmp_path, "zstd", n=300, seed=5)
+    key = "cache/d.zr"
+    url = s3.put_file(key, path)
+    cache = tmp_path / "cache"
+
+    def run() -> dict[str, int]:
+        out = subprocess.run(
+            [sys.executable, "-c", READER, url, str(cache)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        result: dict[str, int] = json.loads(out.stdout)
+        return result
+
+    s3.proxy.clear()
+    first = run()
+    first_gets = len(s3.proxy.gets(key))
+    assert first["sum"] == int(data.sum(dtype=np.int64))
+    assert first["cache_misses"] > 0
+    second = run()
+    assert second["sum"] == first["sum"]
+    assert second["cache_misses"] == 0 and second["cache_hits"] > 0
+    # The second process only asked for the object's tail (its version) on open.
+    assert len(s3.proxy.gets(key)) - first_gets == 1
+    assert second["requests"] == 1
+    # A replaced object gets new cache entries, never the old bytes.
+    other_path, other = dense_file(tmp_path, "zstd", n=300, seed=6)
+    s3.put_file(key, other_path)
+    third = run()
+    assert third["sum"] == int(other.sum(dtype=np.int64)) and third["cache_misses"] > 0

@@ -1,0 +1,22 @@
+//! zring's generated workloads, the one source of synthetic data: `zring bench`
+//! (at run time) and the criterion benches (`zring-benches`) both draw from here, so
+//! a workload and its seed mean the same bytes everywhere.
+//!
+//! - [`rng`]: a seeded splitmix64 (no `rand` dependency: the data must be the same on
+//!   every machine and every version).
+//! - The docs/workloads.md workloads: [`w1`] (image-like uint8[3,224,224]), [`w2`]
+//!   (int32[512] Zipf tokens) and [`w3`] (ragged int32 sequences), as [`Dense`] and
+//!   [`Ragged`] batches.
+//! - [`SynthSpec`]: `zring bench`'s image-like records of any size, dense or ragged,
+//!   each a pure function of `(seed, index)`.
+//!
+//! Every record is generated from its own stream `(seed, index)`, so its bytes do not
+//! depend on how many records are made or on how many threads make them.
+
+mod image;
+pub mod rng;
+mod workloads;
+
+pub use image::{SynthSpec, IMAGE_BYTES, IMAGE_SHAPE};
+pub use rng::Rng;
+pub use workloads::*;

@@ -1,0 +1,63 @@
+//! What the OS says about this process, for tests that check behaviour rather than a
+//! library's own account of it.
+
+/// Bytes of the mapping that contains `addr` that are locked in memory (`mlock`), from
+/// `/proc/self/smaps` (Linux); `None` where that file does not exist.
+pub fn locked_bytes_at(addr: usize) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((lo, hi)) = range.split_once('-') {
+                if let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    inside = (lo..hi).contains(&addr);
+                    continue;
+                }
+            }
+        }
+        if inside {
+            if let Some(kb) = line.strip_prefix("Locked:") {
+                return kb
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .map(|k| k * 1024);
+            }
+        }
+    }
+    Some(0)
+}
+
+/// Whether `mlock` of a few MiB must succeed here: the process may lock memory
+/// without limit (root has CAP_IPC_LOCK) or its RLIMIT_MEMLOCK allows 16 MiB.
+/// Where it need not, a test accepts the clear error instead.
+#[cfg(unix)]
+pub fn pinning_must_work() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer for getrlimit.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0;
+    ok && (lim.rlim_cur == libc::RLIM_INFINITY || lim.rlim_cur >= 16 << 20)
+}
+
+/// The process's anonymous resident memory (`Anonymous:` of
+/// `/proc/self/smaps_rollup`, Linux); `None` where that file does not exist.
+pub fn anonymous_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Anonymous:"))?;
+    line.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
+}
