@@ -2,8 +2,9 @@
 //! `hash_{w1,w2,w3}/copy` (copy only), `copy_then_portable` (copy, then
 //! `xxhash-rust`'s XXH3 as compiled for the target: SSE2 on baseline x86-64),
 //! `copy_then_dispatched` (copy, then the platform's runtime-dispatched XXH3: AVX2
-//! where the CPU has it) and `copy_and_hash` (the fused one-pass copy and hash the
-//! raw read path uses). Record sizes: W1 150,528 bytes, W2 2,048, W3 520 (a median
+//! where the CPU has it), `copy_and_hash` (the fused one-pass copy and hash the
+//! raw read path uses), and the ceilings `hash_hot` / `copy_hot` (one record hashed /
+//! copied over and over, so it never leaves L1/L2). Record sizes: W1 150,528 bytes, W2 2,048, W3 520 (a median
 //! W3 sequence of 130 int32). Bytes/s of records copied.
 
 use std::hint::black_box;
@@ -55,6 +56,29 @@ fn bench_size(c: &mut Criterion, name: &str, len: usize) {
     });
     g.bench_function("copy_and_hash", |b| {
         b.iter(|| pairs(&mut dst, &mut |s, d| hash::copy_and_hash(s, d)))
+    });
+    // The ceiling: one record hashed `BATCH` times, so it stays in L1/L2. No copy can
+    // be checked faster than this, whatever the read path does.
+    let hot = &src[..len];
+    g.bench_function("hash_hot", |b| {
+        b.iter(|| {
+            let mut acc = 0u64;
+            for _ in 0..BATCH {
+                acc ^= hash::xxh3_64(black_box(hot));
+            }
+            acc
+        })
+    });
+    // Copying that hot record as often: against `hash_hot`, the least a check can
+    // cost relative to a copy served from cache.
+    let mut hot_dst = vec![0u8; len];
+    g.bench_function("copy_hot", |b| {
+        b.iter(|| {
+            for _ in 0..BATCH {
+                hot_dst.copy_from_slice(black_box(hot));
+            }
+            black_box(&hot_dst);
+        })
     });
     g.finish();
 }
