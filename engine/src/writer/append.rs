@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
 use zring_platform::publish::PendingFile;
-use zring_platform::Pool;
+use zring_platform::PoolHandle;
 
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, Result,
@@ -70,9 +70,12 @@ pub(super) struct Target<'a> {
     pub(super) level: i32,
     pub(super) dictionary: Option<&'a [u8]>,
     pub(super) align: u32,
-    /// Parallel tasks wanted (0: one per core).
+    /// Parallel tasks wanted (0: one per core, or the caller and every worker of an
+    /// own pool).
     pub(super) threads: usize,
     pub(super) chunk_bytes: usize,
+    /// The pool the tasks run on.
+    pub(super) pool: &'a PoolHandle,
     /// Where the data region ends now; the append writes from there.
     pub(super) data_end: u64,
 }
@@ -99,8 +102,10 @@ pub(super) fn write_records(
             acc = 0;
         }
     }
+    let pool = t.pool.get();
     let tasks = match t.threads {
-        0 => zring_platform::cpu::available_cores(),
+        0 if t.pool.is_global() => zring_platform::cpu::available_cores(),
+        0 => pool.workers() + 1,
         k => k,
     }
     .min(chunks.len())
@@ -128,9 +133,9 @@ pub(super) fn write_records(
     };
     let results: Vec<Mutex<Option<Result<ChunkEntries, Stop>>>> =
         (0..tasks).map(|_| Mutex::new(None)).collect();
-    // The tasks share the process's worker pool with gathers instead of starting
-    // threads of their own for every append.
-    Pool::global().run(tasks, tasks - 1, |k| {
+    // The tasks share a worker pool (the process's, unless the options name another)
+    // with gathers instead of starting threads of their own for every append.
+    pool.run(tasks, tasks - 1, |k| {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut slot = slots[k].lock().map_err(|_| Stop::Failed(lock_poisoned()))?;
             job.run(&mut slot)

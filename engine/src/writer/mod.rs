@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use zring_platform::publish::{parent_dir, PendingFile, PublishError};
+use zring_platform::PoolHandle;
 
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, RecordProblem,
@@ -47,11 +48,17 @@ pub struct WriteOptions {
     pub align: u32,
     /// Replace an existing file at the destination instead of failing.
     pub overwrite: bool,
-    /// Compression threads; 0 means one per available core.
+    /// Compression threads; 0 means one per available core (with the global pool),
+    /// or the caller plus every worker of [`WriteOptions::pool`] when it is one of
+    /// the caller's.
     pub threads: usize,
     /// Logical bytes per unit of parallel work. Memory in flight is about
     /// `threads x chunk_bytes`, whatever the size of an append.
     pub chunk_bytes: usize,
+    /// The worker pool an append's compression and write tasks run on: the
+    /// process-wide pool by default, or one of the caller's (see
+    /// [`WriteOptions::with_pool`]; the same handle [`crate::ReadOptions`] takes).
+    pub pool: PoolHandle,
 }
 
 impl Default for WriteOptions {
@@ -64,6 +71,7 @@ impl Default for WriteOptions {
             overwrite: false,
             threads: 0,
             chunk_bytes: 1 << 20,
+            pool: PoolHandle::global(),
         }
     }
 }
@@ -75,6 +83,13 @@ impl WriteOptions {
             codec,
             ..Self::default()
         }
+    }
+
+    /// These options with the appends' tasks run on `pool` (with `threads` 0, an
+    /// append uses the caller and every worker of `pool`).
+    pub fn with_pool(mut self, pool: impl Into<PoolHandle>) -> Self {
+        self.pool = pool.into();
+        self
     }
 }
 
@@ -264,6 +279,7 @@ impl Writer {
             align: self.opts.align,
             threads: self.opts.threads,
             chunk_bytes: self.opts.chunk_bytes,
+            pool: &self.opts.pool,
             data_end: self.data_end,
         };
         let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
