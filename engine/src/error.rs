@@ -101,7 +101,7 @@ pub enum Error {
     },
     /// The remote object changed (replaced, resized) since the store was opened: its
     /// version (size, ETag) is no longer the one the store's table describes.
-    ObjectChanged { url: PathBuf, detail: String },
+    ObjectChanged { url: PathBuf, change: ObjectChange },
     /// The operating system failed the read of record `index` of `path` (EIO from a
     /// failing disk, for example).
     RecordIo {
@@ -297,9 +297,9 @@ impl fmt::Display for Error {
             } => {
                 write!(f, "{}: {what} failed: {source}", url.display())
             }
-            Error::ObjectChanged { url, detail } => write!(
+            Error::ObjectChanged { url, change } => write!(
                 f,
-                "{}: the object changed while the store was open: {detail}",
+                "{}: the object changed while the store was open: {change}",
                 url.display()
             ),
             Error::RecordIo {
@@ -338,6 +338,7 @@ impl std::error::Error for Error {
             Error::Codec(detail) => detail.source(),
             Error::Internal(detail) => detail.source(),
             Error::Remote { source, .. } => Some(source.as_ref()),
+            Error::ObjectChanged { change, .. } => change.source(),
             Error::WriterPoisoned {
                 first_error: Some(first),
                 ..
@@ -364,6 +365,90 @@ impl From<Error> for io::Error {
             _ => io::ErrorKind::InvalidData,
         };
         io::Error::new(kind, e)
+    }
+}
+
+/// How a remote object differs from the version a store was opened at
+/// ([`Error::ObjectChanged`]).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ObjectChange {
+    /// The object is `found` bytes now; it was `expected` when the store was opened.
+    Size { expected: u64, found: u64 },
+    /// The object's ETag is `found` now; it was `expected` when the store was opened.
+    ETag { expected: String, found: String },
+    /// A read of bytes `start..end` returned `got` bytes.
+    RangeLength { start: u64, end: u64, got: u64 },
+    /// The object store refused `what` because the object is no longer the version
+    /// it was asked for (a failed precondition; the object store's error is the
+    /// source).
+    Precondition {
+        what: &'static str,
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl fmt::Display for ObjectChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjectChange::Size { expected, found } => {
+                write!(f, "it is {found} bytes now, {expected} when opened")
+            }
+            ObjectChange::ETag { expected, found } => {
+                write!(f, "ETag {found}, {expected} when opened")
+            }
+            ObjectChange::RangeLength { start, end, got } => {
+                write!(f, "bytes {start}..{end} came back as {got} bytes")
+            }
+            ObjectChange::Precondition { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for ObjectChange {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ObjectChange::Precondition { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// An error kept in two places at once: a poisoned writer's first error, which the
+/// caller got and the writer re-raises on every later call. Errors made in process
+/// (an `io::Error` that is no OS error number, a remote request's error) are not
+/// `Clone`, so the writer moves such a source into a `SharedError` and both errors
+/// hold it. It reads as the original, and its [`source()`](std::error::Error::source)
+/// is the original itself (downcast it, or use [`SharedError::original`]).
+#[derive(Clone, Debug)]
+pub struct SharedError(std::sync::Arc<dyn std::error::Error + Send + Sync>);
+
+impl SharedError {
+    /// Shares `original`.
+    pub fn new(original: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(std::sync::Arc::from(original.into()))
+    }
+
+    /// The original error.
+    pub fn original(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self.0.as_ref()
+    }
+
+    /// Whether `a` and `b` share the same original error object.
+    pub fn same(a: &SharedError, b: &SharedError) -> bool {
+        std::sync::Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl fmt::Display for SharedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for SharedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(self.original())
     }
 }
 
@@ -865,7 +950,7 @@ impl std::error::Error for CodecError {
 }
 
 /// A failure that is a zring bug ([`Error::Internal`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum InternalError {
     /// A worker panicked while doing `task`.
@@ -874,8 +959,11 @@ pub enum InternalError {
     Missing { what: &'static str },
     /// A lock was poisoned by a panic.
     LockPoisoned { lock: &'static str },
-    /// Publishing a store failed in a way the writer does not know.
-    Publish { detail: String },
+    /// Publishing a store failed in a way the writer does not know (the platform's
+    /// error is the source).
+    Publish {
+        source: std::sync::Arc<zring_platform::publish::PublishError>,
+    },
     /// The runtime that runs remote requests could not start (the system's reason).
     RemoteRuntime { reason: String },
     /// A remote read broke its own bookkeeping: `what` happened.
@@ -890,7 +978,7 @@ impl fmt::Display for InternalError {
             InternalError::Panicked { task } => write!(f, "{task} panicked"),
             InternalError::Missing { what } => write!(f, "{what} is missing"),
             InternalError::LockPoisoned { lock } => write!(f, "{lock} lock poisoned"),
-            InternalError::Publish { detail } => write!(f, "publishing failed: {detail}"),
+            InternalError::Publish { source } => write!(f, "publishing failed: {source}"),
             InternalError::RemoteRuntime { reason } => {
                 write!(f, "cannot start the remote I/O runtime: {reason}")
             }
@@ -902,7 +990,14 @@ impl fmt::Display for InternalError {
     }
 }
 
-impl std::error::Error for InternalError {}
+impl std::error::Error for InternalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            InternalError::Publish { source } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
 
 /// Which of a store's two 4096-byte blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1302,8 +1397,11 @@ pub enum ManifestProblem {
     Store(Box<ShardMismatch>),
     /// Another writer published `published` while this one built on `base`.
     Conflict { published: u64, base: u64 },
-    /// Publishing the manifest failed in a way the protocol does not name.
-    Publish { reason: String },
+    /// Publishing the manifest failed in a way the protocol does not name (the
+    /// platform's error is the source).
+    Publish {
+        source: std::sync::Arc<zring_platform::publish::PublishError>,
+    },
     /// The manifest of version `version` (garbage collection reads old ones) is bad.
     InVersion {
         version: u64,
@@ -1360,8 +1458,8 @@ impl fmt::Display for ManifestProblem {
                 f,
                 "version {published} was published while this writer built on version {base}; write again"
             ),
-            ManifestProblem::Publish { reason } => {
-                write!(f, "publishing the manifest failed: {reason}")
+            ManifestProblem::Publish { source } => {
+                write!(f, "publishing the manifest failed: {source}")
             }
             ManifestProblem::InVersion { version, problem } => {
                 write!(f, "version {version}: {problem}")
@@ -1377,6 +1475,7 @@ impl std::error::Error for ManifestProblem {
             ManifestProblem::Json(e) => Some(e.as_ref()),
             ManifestProblem::Fields(e) => e.source(),
             ManifestProblem::InVersion { problem, .. } => problem.source(),
+            ManifestProblem::Publish { source } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -1549,5 +1648,68 @@ mod tests {
                 .and_then(|s| s.downcast_ref::<SchemaError>()),
             Some(SchemaError::RaggedNdim { ndim: 0 })
         ));
+    }
+
+    #[test]
+    fn an_object_change_says_what_changed_and_keeps_its_fields() {
+        let e = Error::ObjectChanged {
+            url: "s3://bucket/d.zr".into(),
+            change: ObjectChange::Size {
+                expected: 8192,
+                found: 4096,
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "s3://bucket/d.zr: the object changed while the store was open: it is 4096 bytes now, 8192 when opened"
+        );
+        let e = Error::ObjectChanged {
+            url: "s3://bucket/d.zr".into(),
+            change: ObjectChange::Precondition {
+                what: "reading a byte range",
+                source: std::sync::Arc::new(io::Error::other("precondition failed")),
+            },
+        };
+        let source = e.source().expect("the object store's error is the source");
+        assert_eq!(
+            source.downcast_ref::<io::Error>().map(|s| s.kind()),
+            Some(io::ErrorKind::Other)
+        );
+    }
+
+    #[test]
+    fn a_publish_failure_keeps_the_platform_s_error_as_its_source() {
+        use zring_platform::publish::PublishError;
+        let publish = std::sync::Arc::new(PublishError::Io {
+            step: "renaming the new file into place",
+            path: "/d/x.zr".into(),
+            source: io::Error::other("disk on fire"),
+            in_place: false,
+        });
+        let e = Error::Internal(InternalError::Publish {
+            source: std::sync::Arc::clone(&publish),
+        });
+        assert_eq!(
+            e.to_string(),
+            "internal error (a zring bug): publishing failed: /d/x.zr: renaming the new file into place failed: disk on fire"
+        );
+        let source = e.source().expect("the platform's error is the source");
+        assert!(matches!(
+            source.downcast_ref::<PublishError>(),
+            Some(PublishError::Io {
+                in_place: false,
+                ..
+            })
+        ));
+        let e = Error::manifest("/d", ManifestProblem::Publish { source: publish });
+        assert!(e
+            .source()
+            .and_then(|s| s.downcast_ref::<PublishError>())
+            .is_some());
+        assert!(
+            e.to_string()
+                .contains("publishing the manifest failed: /d/x.zr"),
+            "{e}"
+        );
     }
 }

@@ -61,8 +61,8 @@ pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
 pub use error::{
     AllocFailure, Allocation, ArgumentError, BlockKind, CodecError, Error, InternalError,
-    ManifestProblem, RecordProblem, Result, SchemaError, SchemaJsonError, SectionKind,
-    ShardMismatch, StoreMismatch, StoreProblem, UrlProblem,
+    ManifestProblem, ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError,
+    SectionKind, ShardMismatch, SharedError, StoreMismatch, StoreProblem, UrlProblem,
 };
 pub use format::{Entry, EntryError, RecordCodec};
 pub use pending::Pending;

@@ -36,17 +36,26 @@ fn appends_run_on_the_writer_s_own_pool_and_write_the_same_store() {
     .expect("write on the own pool");
     assert_eq!(n, 1024);
     let (g1, o1) = (global.runs(), own.runs());
-    assert_eq!(g1, g0, "the global pool ran a writer's work with its own pool");
+    assert_eq!(
+        g1, g0,
+        "the global pool ran a writer's work with its own pool"
+    );
     assert_eq!(o1, o0 + 4, "one batch of tasks per append on the own pool");
 
     let plain = dir.path().join("global.zr");
     write_dense(&plain, &schema, opts, &data, 4).expect("write on the global pool");
-    assert!(global.runs() >= g1 + 4, "a default writer runs on the global pool");
+    assert!(
+        global.runs() >= g1 + 4,
+        "a default writer runs on the global pool"
+    );
     assert_eq!(own.runs(), o1);
 
     let a = std::fs::read(&mine).expect("read");
     let b = std::fs::read(&plain).expect("read");
     assert!(a == b, "the stores differ");
     let store = open(&mine).expect("open");
-    assert_eq!(store.gather_vec(&[0, 511, 1023]).expect("gather").len(), 3 * 4096);
+    assert_eq!(
+        store.gather_vec(&[0, 511, 1023]).expect("gather").len(),
+        3 * 4096
+    );
 }

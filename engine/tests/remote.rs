@@ -25,7 +25,9 @@ use zring_engine::remote::object_store::{
     PutResult,
 };
 use zring_engine::remote::{open_store_at, CacheOptions, Connector, RemoteOptions};
-use zring_engine::{Codec, DType, Error, ReadOptions, Schema, Store, WriteOptions, Writer};
+use zring_engine::{
+    Codec, DType, Error, ObjectChange, ReadOptions, Schema, Store, WriteOptions, Writer,
+};
 
 // ---------------------------------------------------------------------------------
 // The wrapper: counts GETs (and their ranges) and fails the next N of them.
@@ -387,8 +389,24 @@ fn a_replaced_object_is_detected_not_mixed() {
     let s = open_in(&store, "d.zr", &ReadOptions::default()).expect("open");
     block(mem.put(&name, PutPayload::from(b.bytes.clone()))).expect("replace");
     match s.gather_vec(&[1]) {
-        Err(Error::ObjectChanged { .. }) => {}
-        other => panic!("expected ObjectChanged, got {other:?}"),
+        Err(Error::ObjectChanged {
+            change: ObjectChange::Size { expected, found },
+            ..
+        }) => {
+            assert_eq!(expected, a.bytes.len() as u64);
+            assert_eq!(found, b.bytes.len() as u64);
+        }
+        other => panic!("expected ObjectChanged (size), got {other:?}"),
+    }
+    // Replaced by an object of the same size: the ETag tells.
+    let s = open_in(&store, "d.zr", &ReadOptions::default()).expect("open");
+    block(mem.put(&name, PutPayload::from(b.bytes.clone()))).expect("replace");
+    match s.gather_vec(&[1]) {
+        Err(Error::ObjectChanged {
+            change: ObjectChange::ETag { expected, found },
+            ..
+        }) => assert_ne!(expected, found),
+        other => panic!("expected ObjectChanged (ETag), got {other:?}"),
     }
 }
 

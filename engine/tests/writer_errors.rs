@@ -328,3 +328,80 @@ fn a_path_without_a_file_name_or_held_by_a_directory_is_refused() {
     assert!(taken.is_dir());
     assert_eq!(listing(dir.path()), vec!["taken.zr"]);
 }
+
+/// An error made in process (no OS error number), injected into the writer's writes.
+#[derive(Debug)]
+struct Injected {
+    id: u64,
+}
+
+impl std::fmt::Display for Injected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "injected failure {}", self.id)
+    }
+}
+
+impl std::error::Error for Injected {}
+
+/// The `Injected` error in `e`'s `source()` chain (directly, or as the payload of an
+/// `io::Error` there), by downcast.
+fn injected_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Injected> {
+    std::iter::successors(Some(e), |e| e.source()).find_map(|e| {
+        e.downcast_ref::<Injected>().or_else(|| {
+            e.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<Injected>())
+        })
+    })
+}
+
+#[test]
+fn a_poisoned_writer_re_raises_the_first_error_with_its_original_source() {
+    use std::sync::Arc;
+    use zring_platform::faults::{self, Op};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("poisoned.zr");
+    // Every write into the data region fails (the superblock at 0 is written).
+    let _guard = faults::install(
+        dir.path(),
+        Arc::new(|op: &Op<'_>| match op {
+            Op::Write { offset, .. } if *offset >= 4096 => {
+                Some(std::io::Error::other(Injected { id: 7 }))
+            }
+            _ => None,
+        }),
+    );
+    let schema = Schema::dense(DType::U8, &[16]);
+    let mut w =
+        Writer::create(&path, schema, WriteOptions::with_codec(Codec::Raw)).expect("create");
+    let first = w.append_dense(&[1u8; 64]).expect_err("the write fails");
+    let Error::Io { source, .. } = &first else {
+        panic!("expected Io, got {first:?}");
+    };
+    assert_eq!(source.kind(), std::io::ErrorKind::Other);
+    assert_eq!(source.raw_os_error(), None);
+    let original = injected_in(&first).expect("the first error reaches the injected one");
+    assert_eq!(original.id, 7);
+    assert!(first.to_string().contains("injected failure 7"), "{first}");
+
+    for later in [
+        w.append_dense(&[2u8; 16]).expect_err("poisoned"),
+        w.close().expect_err("poisoned"),
+    ] {
+        let Error::WriterPoisoned {
+            first_error: Some(kept),
+            ..
+        } = &later
+        else {
+            panic!("expected WriterPoisoned with the first error, got {later:?}");
+        };
+        assert!(matches!(kept.as_ref(), Error::Io { .. }), "{kept:?}");
+        let again = injected_in(&later).expect("the later error reaches the injected one");
+        // The very object the first error holds, not a copy of its text.
+        assert!(std::ptr::eq(again, original));
+        assert!(later.to_string().contains("injected failure 7"), "{later}");
+    }
+    drop(first);
+    assert_eq!(listing(dir.path()), Vec::<String>::new());
+}

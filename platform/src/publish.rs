@@ -39,6 +39,35 @@ pub enum PublishError {
     },
 }
 
+impl std::fmt::Display for PublishError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PublishError::Exists => f.write_str("the destination exists"),
+            PublishError::Io {
+                step,
+                path,
+                source,
+                in_place,
+            } => {
+                write!(f, "{}: {step} failed: {source}", path.display())?;
+                if *in_place {
+                    f.write_str(" (the file is in place, but its name may not survive a crash)")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PublishError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PublishError::Exists => None,
+            PublishError::Io { source, .. } => Some(source),
+        }
+    }
+}
+
 impl PendingFile {
     /// Creates the new file `path` (which must not exist), readable and writable.
     pub fn create(path: &Path) -> io::Result<Self> {

@@ -215,7 +215,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             other => Error::manifest(
                 path,
                 ManifestProblem::Publish {
-                    reason: format!("{other:?}"),
+                    source: std::sync::Arc::new(other),
                 },
             ),
         }

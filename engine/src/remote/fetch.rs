@@ -18,7 +18,7 @@ use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
-use crate::error::{Error, InternalError, Result};
+use crate::error::{Error, InternalError, ObjectChange, Result};
 use crate::format::Entry;
 use crate::read::{DecodeCtx, Reader};
 
@@ -56,15 +56,18 @@ impl Version {
     }
 
     /// Whether a response's metadata is for another version.
-    fn differs(&self, meta: &ObjectMeta) -> Option<String> {
+    fn differs(&self, meta: &ObjectMeta) -> Option<ObjectChange> {
         if meta.size != self.size {
-            return Some(format!(
-                "it is {} bytes now, {} when opened",
-                meta.size, self.size
-            ));
+            return Some(ObjectChange::Size {
+                expected: self.size,
+                found: meta.size,
+            });
         }
         match (&self.e_tag, &meta.e_tag) {
-            (Some(a), Some(b)) if a != b => Some(format!("ETag {b}, {a} when opened")),
+            (Some(a), Some(b)) if a != b => Some(ObjectChange::ETag {
+                expected: a.clone(),
+                found: b.clone(),
+            }),
             _ => None,
         }
     }
@@ -105,10 +108,10 @@ impl Getter {
             .get_opts(&self.conn.location, opts)
             .await
             .map_err(|e| remote_err(url, "reading a byte range", e))?;
-        if let Some(detail) = self.version.differs(&r.meta) {
+        if let Some(change) = self.version.differs(&r.meta) {
             return Err(Error::ObjectChanged {
                 url: url.clone(),
-                detail,
+                change,
             });
         }
         let bytes = r
@@ -121,12 +124,11 @@ impl Getter {
         if bytes.len() as u64 != range.end - range.start {
             return Err(Error::ObjectChanged {
                 url: url.clone(),
-                detail: format!(
-                    "bytes {}..{} came back as {} bytes",
-                    range.start,
-                    range.end,
-                    bytes.len()
-                ),
+                change: ObjectChange::RangeLength {
+                    start: range.start,
+                    end: range.end,
+                    got: bytes.len() as u64,
+                },
             });
         }
         Ok(bytes)

@@ -19,7 +19,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreScheme, RetryConfig};
 use url::Url;
 
-use crate::error::{ArgumentError, Error, Result, UrlProblem};
+use crate::error::{ArgumentError, Error, ObjectChange, Result, UrlProblem};
 
 use super::options::RemoteOptions;
 
@@ -256,7 +256,10 @@ pub(crate) fn remote_err(
         object_store::Error::Precondition { .. } | object_store::Error::NotModified { .. } => {
             return Error::ObjectChanged {
                 url,
-                detail: format!("{what}: {e}"),
+                change: ObjectChange::Precondition {
+                    what,
+                    source: std::sync::Arc::new(e),
+                },
             }
         }
         _ => io::ErrorKind::Other,

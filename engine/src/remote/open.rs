@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStoreExt};
 
-use crate::error::{Error, Result, SectionKind, StoreProblem};
+use crate::error::{Error, ObjectChange, Result, SectionKind, StoreProblem};
 use crate::format::{self, Section, BLOCK};
 use crate::read::{check_section, Backend, Meta, Opened, ReadOptions, Reader, Source};
 use crate::store::{check_schema, decode_footer, decode_superblock, Store};
@@ -77,9 +77,14 @@ pub(crate) fn open_with(conn: Connector, opts: &ReadOptions) -> Result<Store> {
         ));
     }
     if tail.len() < BLOCK || tail.len() as u64 > len {
+        // The tail asked for: the last TAIL bytes, or all of a smaller object.
         return Err(Error::ObjectChanged {
             url: url.clone(),
-            detail: format!("its last bytes came back as {} bytes", tail.len()),
+            change: ObjectChange::RangeLength {
+                start: len.saturating_sub(TAIL),
+                end: len,
+                got: tail.len() as u64,
+            },
         });
     }
     let tail_start = len - tail.len() as u64;

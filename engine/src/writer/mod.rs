@@ -27,7 +27,7 @@ use zring_platform::PoolHandle;
 
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, RecordProblem,
-    Result, SchemaError,
+    Result, SchemaError, SharedError,
 };
 use crate::format::{Superblock, BLOCK, ENTRY_BYTES};
 use crate::schema::{Codec, Layout, Schema, StoreSchema};
@@ -361,7 +361,7 @@ impl Writer {
             Err(other) => {
                 remove_temp(&tmp);
                 Err(Error::Internal(InternalError::Publish {
-                    detail: format!("{other:?}"),
+                    source: Arc::new(other),
                 }))
             }
         }
@@ -385,13 +385,14 @@ impl Writer {
     /// Keeps the first error of `r` (the writer accepts nothing after it) and removes
     /// the temporary file, which can never be published now.
     fn poison_on<T>(&mut self, r: Result<T>) -> Result<T> {
-        r.inspect_err(|e| {
+        r.map_err(|mut e| {
             if self.poisoned.is_none() {
-                self.poisoned = Some(Arc::new(copy_of(e)));
+                self.poisoned = Some(Arc::new(share(&mut e)));
             }
             if !self.published {
                 self.discard();
             }
+            e
         })
     }
 
@@ -410,22 +411,22 @@ impl Writer {
     }
 }
 
-/// A copy of `e` for the writer to keep while the caller gets the original (errors
-/// are not `Clone` because `io::Error` is not): the same variant with the same
-/// fields, every problem and detail cloned, and the first error a poisoned writer
-/// reports shared. An OS error keeps its error number and kind; only the payload of
-/// an `io::Error` made in process (and a remote error's source) is copied as its
-/// kind and text.
-fn copy_of(e: &Error) -> Error {
-    let io = copy_io;
+/// A copy of `e` for the writer to keep while the caller gets `e` (errors are not
+/// `Clone` because `io::Error` is not): the same variant with the same fields, every
+/// problem and detail cloned, and the first error a poisoned writer reports shared.
+/// An OS error is copied by its error number; an `io::Error` made in process (and a
+/// remote error's source) is moved into a [`SharedError`] that `e` and the copy both
+/// hold, so the copy's `source()` chain reaches the original error object.
+fn share(e: &mut Error) -> Error {
+    let io = share_io;
     match e {
-        Error::Io { path, what, source } => Error::io(path, what, io(source)),
-        Error::Corrupt { path, problem } => Error::corrupt(path, problem.clone()),
+        Error::Io { path, what, source } => Error::io(path.clone(), what, io(source)),
+        Error::Corrupt { path, problem } => Error::corrupt(path.clone(), problem.clone()),
         Error::CorruptRecord {
             path,
             index,
             problem,
-        } => Error::record(path, *index, copy_record_problem(problem)),
+        } => Error::record(path.clone(), *index, share_record_problem(problem)),
         Error::CorruptEntry {
             path,
             index,
@@ -454,7 +455,7 @@ fn copy_of(e: &Error) -> Error {
             found_major: *found_major,
             found_minor: *found_minor,
         },
-        Error::Manifest { path, problem } => Error::manifest(path, problem.clone()),
+        Error::Manifest { path, problem } => Error::manifest(path.clone(), problem.clone()),
         Error::IndexOutOfRange { path, index, len } => Error::IndexOutOfRange {
             path: path.clone(),
             index: *index,
@@ -492,7 +493,7 @@ fn copy_of(e: &Error) -> Error {
             what: what.clone(),
             bytes: *bytes,
             path: path.clone(),
-            source: source.as_ref().map(|s| match s {
+            source: source.as_mut().map(|s| match s {
                 AllocFailure::Reserve(r) => AllocFailure::Reserve(r.clone()),
                 AllocFailure::Os(err) => AllocFailure::Os(io(err)),
             }),
@@ -510,11 +511,11 @@ fn copy_of(e: &Error) -> Error {
             url: url.clone(),
             what,
             kind: *kind,
-            source: Box::new(std::io::Error::new(*kind, source.to_string())),
+            source: share_boxed(source),
         },
-        Error::ObjectChanged { url, detail } => Error::ObjectChanged {
+        Error::ObjectChanged { url, change } => Error::ObjectChanged {
             url: url.clone(),
-            detail: detail.clone(),
+            change: change.clone(),
         },
         Error::RecordIo {
             path,
@@ -533,15 +534,44 @@ fn copy_of(e: &Error) -> Error {
     }
 }
 
-/// An OS error with the same number, or another error of the same kind and text.
-fn copy_io(s: &std::io::Error) -> std::io::Error {
-    match s.raw_os_error() {
-        Some(code) => std::io::Error::from_raw_os_error(code),
-        None => std::io::Error::new(s.kind(), s.to_string()),
+/// An OS error with the same number; any other `io::Error` moved into a
+/// [`SharedError`] that `s` (same kind, same text) and the returned error both hold.
+fn share_io(s: &mut std::io::Error) -> std::io::Error {
+    if let Some(code) = s.raw_os_error() {
+        return std::io::Error::from_raw_os_error(code);
     }
+    let kind = s.kind();
+    let shared = match s.get_ref().and_then(|e| e.downcast_ref::<SharedError>()) {
+        Some(shared) => shared.clone(),
+        None => {
+            let original = std::mem::replace(s, std::io::Error::from(kind));
+            let shared = SharedError::new(original);
+            *s = std::io::Error::new(kind, shared.clone());
+            shared
+        }
+    };
+    std::io::Error::new(kind, shared)
 }
 
-fn copy_record_problem(p: &RecordProblem) -> RecordProblem {
+/// A remote error's source moved into a [`SharedError`] that `s` and the returned
+/// source both hold.
+fn share_boxed(
+    s: &mut Box<dyn std::error::Error + Send + Sync>,
+) -> Box<dyn std::error::Error + Send + Sync> {
+    let shared = match s.downcast_ref::<SharedError>() {
+        Some(shared) => shared.clone(),
+        None => {
+            let placeholder = std::io::Error::from(std::io::ErrorKind::Other);
+            let original = std::mem::replace(s, Box::new(placeholder));
+            let shared = SharedError::new(original);
+            *s = Box::new(shared.clone());
+            shared
+        }
+    };
+    Box::new(shared)
+}
+
+fn share_record_problem(p: &mut RecordProblem) -> RecordProblem {
     match *p {
         RecordProblem::ChecksumMismatch { expected, actual } => {
             RecordProblem::ChecksumMismatch { expected, actual }
@@ -580,7 +610,7 @@ fn copy_record_problem(p: &RecordProblem) -> RecordProblem {
         RecordProblem::DecompressedSize { got, expected } => {
             RecordProblem::DecompressedSize { got, expected }
         }
-        RecordProblem::Zstd(ref err) => RecordProblem::Zstd(copy_io(err)),
+        RecordProblem::Zstd(ref mut err) => RecordProblem::Zstd(share_io(err)),
     }
 }
 
@@ -693,4 +723,69 @@ fn temp_path_for(path: &Path) -> Result<PathBuf> {
         std::process::id()
     );
     Ok(parent_dir(path).join(tmp))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[derive(Debug)]
+    struct Original;
+
+    impl std::fmt::Display for Original {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the original")
+        }
+    }
+
+    impl std::error::Error for Original {}
+
+    /// The `Original` in `e`'s source chain.
+    fn original_in(e: &Error) -> Option<*const Original> {
+        let mut next = e.source();
+        while let Some(s) = next {
+            if let Some(o) = s.downcast_ref::<Original>() {
+                return Some(o);
+            }
+            next = s.source();
+        }
+        None
+    }
+
+    #[test]
+    fn a_remote_error_s_source_is_shared_with_the_kept_copy() {
+        let mut e = Error::Remote {
+            url: "mem://b/x.zr".into(),
+            what: "reading a byte range",
+            kind: std::io::ErrorKind::TimedOut,
+            source: Box::new(Original),
+        };
+        let kept = share(&mut e);
+        let (a, b) = (original_in(&e), original_in(&kept));
+        assert!(a.is_some() && a == b, "{a:?} {b:?}");
+        assert_eq!(e.to_string(), kept.to_string());
+        assert!(e.to_string().ends_with("failed: the original"), "{e}");
+        // Sharing again shares the same original, not a wrapper of the wrapper.
+        let again = share(&mut e);
+        assert_eq!(original_in(&again), a);
+        let Error::Remote { source, .. } = &again else {
+            panic!("{again:?}");
+        };
+        let shared = source.downcast_ref::<SharedError>().expect("shared");
+        assert!(shared.original().downcast_ref::<Original>().is_some());
+    }
+
+    #[test]
+    fn an_os_error_is_copied_by_its_number() {
+        let mut e = Error::io("x.zr", "writing", std::io::Error::from_raw_os_error(28));
+        let kept = share(&mut e);
+        for err in [&e, &kept] {
+            let Error::Io { source, .. } = err else {
+                panic!("{err:?}");
+            };
+            assert_eq!(source.raw_os_error(), Some(28));
+        }
+    }
 }
