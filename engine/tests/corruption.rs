@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::*;
 use zring_engine::format::{Superblock, BLOCK};
-use zring_engine::{Backend, BlockKind, Error, StoreProblem};
+use zring_engine::{Backend, BlockKind, Error, SectionKind, StoreProblem};
 
 const N: usize = 40;
 
@@ -101,12 +101,21 @@ fn bytes_appended_after_the_footer_are_detected() {
     let mut grown = fx.bytes.clone();
     grown.extend_from_slice(b"trailing garbage");
     put(&path, &grown);
-    expect_corrupt(open(&path), "bad footer magic");
+    expect_corrupt(open(&path), |p| {
+        matches!(
+            p,
+            StoreProblem::BadMagic {
+                block: BlockKind::Footer
+            }
+        )
+    });
     // A second copy of the footer at the end decodes, but its file length is wrong.
     let mut twice = fx.bytes.clone();
     twice.extend_from_slice(&fx.bytes[fx.bytes.len() - BLOCK..]);
     put(&path, &twice);
-    expect_corrupt(open(&path), "truncated or appended");
+    expect_corrupt(open(&path), |p| {
+        matches!(p, StoreProblem::FileLength { .. })
+    });
 }
 
 #[test]
@@ -119,12 +128,26 @@ fn a_flipped_superblock_byte_fails_open_naming_the_superblock() {
         let mut b = fx.bytes.clone();
         b[at] ^= 0x10;
         put(&path, &b);
-        expect_corrupt(open(&path), "superblock checksum mismatch");
+        expect_corrupt(open(&path), |p| {
+            matches!(
+                p,
+                StoreProblem::BlockChecksum {
+                    block: BlockKind::Superblock
+                }
+            )
+        });
     }
     let mut b = fx.bytes.clone();
     b[3] ^= 0x20;
     put(&path, &b);
-    expect_corrupt(open(&path), "bad superblock magic");
+    expect_corrupt(open(&path), |p| {
+        matches!(
+            p,
+            StoreProblem::BadMagic {
+                block: BlockKind::Superblock
+            }
+        )
+    });
 }
 
 #[test]
@@ -141,8 +164,8 @@ fn a_flipped_payload_byte_names_that_record_in_verify_and_checked_gathers() {
         b[at] ^= 0x5A;
         put(&path, &b);
         let store = open(&path).expect("a payload flip does not stop open");
-        expect_record(store.verify(), index, "checksum mismatch");
-        expect_record(store.verify_range(0..index + 1), index, "checksum mismatch");
+        expect_record(store.verify(), index, checksum_mismatch);
+        expect_record(store.verify_range(0..index + 1), index, checksum_mismatch);
         store
             .verify_range(0..index)
             .expect("records before are intact");
@@ -151,12 +174,8 @@ fn a_flipped_payload_byte_names_that_record_in_verify_and_checked_gathers() {
             .expect("records after are intact");
         for backend in Backend::CONCRETE {
             let checked = open_with(&path, backend, true).expect("open");
-            expect_record(
-                checked.gather_vec(&[0, index, 1]),
-                index,
-                "checksum mismatch",
-            );
-            expect_record(checked.get(index), index, "checksum mismatch");
+            expect_record(checked.gather_vec(&[0, index, 1]), index, checksum_mismatch);
+            expect_record(checked.get(index), index, checksum_mismatch);
             let others = checked.gather_vec(&[index + 1, 0]).expect("others read");
             assert_eq!(&others[..256], &fx.records[index as usize + 1][..]);
             assert_eq!(&others[256..], &fx.records[0][..]);
@@ -202,8 +221,8 @@ fn a_flipped_ragged_payload_byte_names_that_record() {
         put(&path, &b);
         for backend in Backend::CONCRETE {
             let store = open_with(&path, backend, true).expect("open");
-            expect_record(store.verify(), index, "checksum mismatch");
-            expect_record(store.gather_ragged(&[0, index]), index, "checksum mismatch");
+            expect_record(store.verify(), index, checksum_mismatch);
+            expect_record(store.gather_ragged(&[0, index]), index, checksum_mismatch);
             let fine = store.gather_ragged(&[index + 1]).expect("neighbour");
             assert_eq!(fine.record(0, 4), Some(&fx.records[index as usize + 1][..]));
         }
@@ -222,20 +241,26 @@ fn a_flipped_dictionary_record_byte_names_that_record() {
     b[e.offset as usize + 2] ^= 0xFF;
     put(&path, &b);
     let store = open_with(&path, Backend::Pread, true).expect("open");
-    expect_record(store.verify(), index, "checksum mismatch");
-    expect_record(store.gather_vec(&[index]), index, "checksum mismatch");
+    expect_record(store.verify(), index, checksum_mismatch);
+    expect_record(store.gather_vec(&[index]), index, checksum_mismatch);
 }
 
-/// Flips one byte in the middle of section `pick(footer)` and expects open to fail
-/// with `want`.
-fn flip_section(fx: &Fixture, name: &str, s: zring_engine::format::Section, want: &str) {
+/// Flips one byte in the middle of section `s` (of kind `want`) and expects open to
+/// fail with that section's checksum mismatch.
+fn flip_section(fx: &Fixture, name: &str, s: zring_engine::format::Section, want: SectionKind) {
     assert!(s.len > 0, "{name} section is empty in this fixture");
     let path = fx.path.with_extension(format!("{name}.zr"));
     let mut b = fx.bytes.clone();
     b[(s.offset + s.len / 2) as usize] ^= 0x04;
     put(&path, &b);
-    let detail = expect_corrupt(open(&path), want);
-    assert!(detail.contains(name), "{detail:?} does not name {name}");
+    let problem = expect_corrupt(
+        open(&path),
+        |p| matches!(p, StoreProblem::SectionChecksum { section, .. } if *section == want),
+    );
+    assert!(
+        problem.to_string().contains(name),
+        "{problem} does not name {name}"
+    );
 }
 
 #[test]
@@ -243,27 +268,12 @@ fn a_flipped_metadata_byte_fails_open_naming_the_section() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dict = dense_dict(dir.path(), N);
     let f = footer_of(&dict.bytes);
-    flip_section(
-        &dict,
-        "dictionary",
-        f.dict,
-        "dictionary section checksum mismatch",
-    );
-    flip_section(&dict, "table", f.table, "table section checksum mismatch");
-    flip_section(
-        &dict,
-        "schema",
-        f.schema,
-        "schema section checksum mismatch",
-    );
+    flip_section(&dict, "dictionary", f.dict, SectionKind::Dictionary);
+    flip_section(&dict, "table", f.table, SectionKind::Table);
+    flip_section(&dict, "schema", f.schema, SectionKind::Schema);
     let ragged = ragged_zstd(dir.path(), N);
     let f = footer_of(&ragged.bytes);
-    flip_section(
-        &ragged,
-        "shapes",
-        f.shapes,
-        "shapes section checksum mismatch",
-    );
+    flip_section(&ragged, "shapes", f.shapes, SectionKind::Shapes);
 
     let path = dir.path().join("footer.zr");
     let footer_at = dict.bytes.len() - BLOCK;
@@ -272,7 +282,14 @@ fn a_flipped_metadata_byte_fails_open_naming_the_section() {
         let mut b = dict.bytes.clone();
         b[footer_at + at] ^= 0x02;
         put(&path, &b);
-        expect_corrupt(open(&path), "footer checksum mismatch");
+        expect_corrupt(open(&path), |p| {
+            matches!(
+                p,
+                StoreProblem::BlockChecksum {
+                    block: BlockKind::Footer
+                }
+            )
+        });
     }
 }
 
@@ -285,14 +302,39 @@ fn bad_magic_or_a_foreign_file_is_not_a_store() {
     let n = b.len();
     b[n - BLOCK + 1] = b'X';
     put(&path, &b);
-    expect_corrupt(open(&path), "bad footer magic");
+    expect_corrupt(open(&path), |p| {
+        matches!(
+            p,
+            StoreProblem::BadMagic {
+                block: BlockKind::Footer
+            }
+        )
+    });
 
     put(&path, &noise(3 * BLOCK, 9));
-    let msg = open(&path).expect_err("noise is not a store").to_string();
+    let err = open(&path).expect_err("noise is not a store");
+    let msg = err.to_string();
+    expect_corrupt(Err::<(), _>(err), |p| {
+        matches!(
+            p,
+            StoreProblem::BadMagic {
+                block: BlockKind::Superblock
+            }
+        )
+    });
+    // How the problem reads.
     assert!(msg.contains("not a valid zring store"), "{msg}");
     assert!(msg.contains("bad superblock magic"), "{msg}");
     put(&path, b"");
-    expect_corrupt(open(&path), "too small");
+    expect_corrupt(open(&path), |p| {
+        matches!(
+            p,
+            StoreProblem::TooSmall {
+                len: 0,
+                object: false
+            }
+        )
+    });
     // A directory is not a store either (whatever size the file system reports).
     assert!(open(dir.path()).is_err());
     let missing = open(&dir.path().join("missing.zr")).expect_err("missing");
@@ -371,7 +413,14 @@ fn a_major_version_below_1_is_damage_not_a_newer_format() {
     let mut b = fx.bytes.clone();
     b[8] ^= 0x01;
     put(&path, &b);
-    expect_corrupt(open(&path), "superblock checksum mismatch");
+    expect_corrupt(open(&path), |p| {
+        matches!(
+            p,
+            StoreProblem::BlockChecksum {
+                block: BlockKind::Superblock
+            }
+        )
+    });
     // Even with checksums recomputed, v0 is not "newer": it never existed.
     for footer in [false, true] {
         let mut b = fx.bytes.clone();
@@ -381,8 +430,20 @@ fn a_major_version_below_1_is_damage_not_a_newer_format() {
             patch_superblock_raw(&mut b, |s| s[8..10].copy_from_slice(&0u16.to_le_bytes()));
         }
         put(&path, &b);
-        let detail = expect_corrupt(open(&path), "major version 0 does not exist");
-        let which = if footer { "footer" } else { "superblock" };
-        assert!(detail.contains(which), "{detail}");
+        let which = if footer {
+            BlockKind::Footer
+        } else {
+            BlockKind::Superblock
+        };
+        let problem = expect_corrupt(
+            open(&path),
+            |p| matches!(p, StoreProblem::NoSuchMajor { block, major: 0 } if *block == which),
+        );
+        assert!(
+            problem
+                .to_string()
+                .contains("major version 0 does not exist"),
+            "{problem}"
+        );
     }
 }

@@ -8,9 +8,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zring_engine::format::{self, Entry, Footer, BLOCK, ENTRY_BYTES};
+use zring_engine::format::{self, Entry, EntryError, Footer, BLOCK, ENTRY_BYTES};
 use zring_engine::{
-    Backend, Codec, DType, Error, ReadOptions, Result, Schema, Store, WriteOptions, Writer,
+    Backend, Codec, DType, Error, ReadOptions, RecordProblem, Result, Schema, Store, StoreProblem,
+    WriteOptions, Writer,
 };
 
 pub use zring_testkit::{compressible, noise, Rng};
@@ -348,49 +349,54 @@ pub fn schema_json(bytes: &[u8]) -> String {
 
 // ---- error matchers -------------------------------------------------------------
 
-/// Asserts `r` is `Error::Corrupt` whose problem reads with `want` in it (the
-/// variant is the test's to check; this checks the message says it); returns the
-/// problem's text.
+/// Asserts `r` is `Error::Corrupt` whose typed problem `want` accepts (the test's
+/// `matches!` on the [`StoreProblem`] variant and its fields); returns the problem.
 #[track_caller]
-pub fn expect_corrupt<T>(r: Result<T>, want: &str) -> String {
+pub fn expect_corrupt<T>(r: Result<T>, want: impl FnOnce(&StoreProblem) -> bool) -> StoreProblem {
     match r {
-        Err(Error::Corrupt { problem, .. }) if problem.to_string().contains(want) => {
-            problem.to_string()
-        }
-        Err(e) => panic!("expected Corrupt mentioning {want:?}, got {e:?} ({e})"),
-        Ok(_) => panic!("expected Corrupt mentioning {want:?}, got Ok"),
+        Err(Error::Corrupt { problem, .. }) if want(&problem) => problem,
+        Err(e) => panic!("expected Corrupt of the wanted kind, got {e:?} ({e})"),
+        Ok(_) => panic!("expected Corrupt, got Ok"),
     }
 }
 
+/// The typed problem of a damaged record: of the record itself
+/// ([`Error::CorruptRecord`]) or of its table entry's decoding
+/// ([`Error::CorruptEntry`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Bad<'a> {
+    Record(&'a RecordProblem),
+    Entry(&'a EntryError),
+}
+
 /// Asserts `r` is `Error::CorruptRecord` (or `CorruptEntry`) for record `index`
-/// whose detail contains
-/// `want`, and that the message names the record.
+/// whose typed problem `want` accepts, and that the message names the record.
 #[track_caller]
-pub fn expect_record<T>(r: Result<T>, index: u64, want: &str) {
+pub fn expect_record<T>(r: Result<T>, index: u64, want: fn(Bad<'_>) -> bool) {
     let e = match r {
         Err(e) => e,
-        Ok(_) => panic!("expected CorruptRecord {index} ({want:?}), got Ok"),
+        Ok(_) => panic!("expected CorruptRecord {index}, got Ok"),
     };
     let msg = e.to_string();
-    match e {
+    let (got, bad) = match &e {
         Error::CorruptRecord {
             index: got,
             problem,
             ..
-        } => {
-            assert_eq!(got, index, "wrong record named: {msg}");
-            assert!(problem.to_string().contains(want), "{msg:?} lacks {want:?}");
-            assert!(msg.contains(&format!("record {index}")), "{msg}");
-        }
+        } => (*got, Bad::Record(problem)),
         Error::CorruptEntry {
             index: got, source, ..
-        } => {
-            assert_eq!(got, index, "wrong record named: {msg}");
-            assert!(source.to_string().contains(want), "{msg:?} lacks {want:?}");
-            assert!(msg.contains(&format!("record {index}")), "{msg}");
-        }
-        other => panic!("expected CorruptRecord {index} ({want:?}), got {other:?} ({msg})"),
-    }
+        } => (*got, Bad::Entry(source)),
+        other => panic!("expected CorruptRecord {index}, got {other:?} ({msg})"),
+    };
+    assert_eq!(got, index, "wrong record named: {msg}");
+    assert!(want(bad), "not the wanted problem: {bad:?} ({msg})");
+    assert!(msg.contains(&format!("record {index}")), "{msg}");
+}
+
+/// `expect_record`'s test for a checksum mismatch.
+pub fn checksum_mismatch(b: Bad<'_>) -> bool {
+    matches!(b, Bad::Record(RecordProblem::ChecksumMismatch { .. }))
 }
 
 /// Reads every record of `store` with `gather` / `gather_ragged` in one call.
