@@ -8,7 +8,9 @@ use std::fs;
 use std::path::Path;
 
 use common::*;
-use zring_engine::{Codec, DType, Error, Schema, SchemaError, WriteOptions, Writer};
+use zring_engine::{
+    ArgumentError as A, Codec, DType, Error, Schema, SchemaError, WriteOptions, Writer,
+};
 
 /// Names in `dir`, sorted.
 fn listing(dir: &Path) -> Vec<String> {
@@ -24,14 +26,12 @@ fn is_temp(name: &str) -> bool {
     name.starts_with('.') && name.ends_with(".zr-tmp")
 }
 
+/// Asserts `r` is `Error::InvalidArgument` whose typed detail `want` accepts.
 #[track_caller]
-fn expect_invalid<T: std::fmt::Debug>(r: zring_engine::Result<T>, want: &str) {
+fn expect_invalid<T: std::fmt::Debug>(r: zring_engine::Result<T>, want: fn(&A) -> bool) {
     match r {
-        Err(Error::InvalidArgument(d)) => {
-            let msg = d.to_string();
-            assert!(msg.contains(want), "{msg:?} lacks {want:?}")
-        }
-        other => panic!("expected InvalidArgument ({want}), got {other:?}"),
+        Err(Error::InvalidArgument(d)) => assert!(want(&d), "not the wanted detail: {d:?}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
     }
 }
 
@@ -143,23 +143,42 @@ fn invalid_ragged_batches_are_refused_and_add_nothing() {
     w.append_ragged(&good.values, &good.cu_seqlens, &good.shapes)
         .expect("good batch");
     let v = vec![0u8; 6 * 4];
-    // (cu_seqlens, shapes, values, what the error must say)
-    type Case<'a> = (&'a [u64], &'a [u32], &'a [u8], &'a str);
+    // (cu_seqlens, shapes, values, what the error must be)
+    type Case<'a> = (&'a [u64], &'a [u32], &'a [u8], fn(&A) -> bool);
     let cases: [Case; 7] = [
-        (&[], &[], &v, "cu_seqlens is empty"),
-        (&[1, 3, 6], &[2, 3], &v, "start at 0"),
-        (&[0, 3, 3, 6], &[3, 1, 3], &v, "shape"),
-        (&[0, 4, 2, 6], &[4, 2, 4], &v, "must not decrease"),
-        (&[0, 2, 6], &[2, 5], &v, "shape"),
-        (&[0, 2, 6], &[2, 4], &v[..20], "values holds"),
-        (&[0, 2, 6], &[2], &v, "shapes holds"),
+        (&[], &[], &v, |a| matches!(a, A::CuSeqlensEmpty)),
+        (&[1, 3, 6], &[2, 3], &v, |a| {
+            matches!(a, A::CuSeqlensStart { first: 1 })
+        }),
+        (&[0, 3, 3, 6], &[3, 1, 3], &v, |a| {
+            matches!(a, A::ShapeMismatch { record: 1, .. })
+        }),
+        (&[0, 4, 2, 6], &[4, 2, 4], &v, |a| {
+            matches!(a, A::CuSeqlensDecreasing { record: 1, .. })
+        }),
+        (&[0, 2, 6], &[2, 5], &v, |a| {
+            matches!(a, A::ShapeMismatch { record: 1, .. })
+        }),
+        (&[0, 2, 6], &[2, 4], &v[..20], |a| {
+            matches!(a, A::ValuesLen { values: 20, .. })
+        }),
+        (&[0, 2, 6], &[2], &v, |a| {
+            matches!(
+                a,
+                A::ShapesLen {
+                    len: 1,
+                    records: 2,
+                    ndim: 1
+                }
+            )
+        }),
     ];
-    for (cu, shapes, values, want) in cases {
+    for (k, (cu, shapes, values, want)) in cases.into_iter().enumerate() {
         // check_ragged (what a caller appending in slices runs first) refuses the
         // same batches with the same error, and appends nothing either.
         expect_invalid(w.check_ragged(values.len(), cu, shapes), want);
         expect_invalid(w.append_ragged(values, cu, shapes), want);
-        assert_eq!(w.len(), 20, "a refused batch ({want}) added records");
+        assert_eq!(w.len(), 20, "a refused batch (case {k}) added records");
     }
     let more = ragged_records(5, 1, DType::I32, 30, 10);
     w.check_ragged(more.values.len(), &more.cu_seqlens, &more.shapes)
@@ -186,10 +205,9 @@ fn invalid_ragged_batches_are_refused_and_add_nothing() {
         WriteOptions::default(),
     )
     .expect("create");
-    expect_invalid(
-        w.append_ragged(&v, &[0, 2, 1, 6], &[2, 1, 5]),
-        "must not decrease",
-    );
+    expect_invalid(w.append_ragged(&v, &[0, 2, 1, 6], &[2, 1, 5]), |a| {
+        matches!(a, A::CuSeqlensDecreasing { record: 1, .. })
+    });
     drop(w);
     assert!(!path2.exists());
     assert_eq!(listing(dir.path()), vec!["ragged.zr"]);
@@ -200,10 +218,15 @@ fn invalid_dense_batches_and_layout_mix_ups_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("dense.zr");
     let mut w = Writer::create(&path, u8_schema(), WriteOptions::default()).expect("create");
-    expect_invalid(
-        w.append_dense(&[0u8; 100]),
-        "not a whole number of 64-byte records",
-    );
+    expect_invalid(w.append_dense(&[0u8; 100]), |a| {
+        matches!(
+            a,
+            A::DenseBatchSize {
+                len: 100,
+                width: 64
+            }
+        )
+    });
     match w.append_ragged(&[0u8; 4], &[0, 1], &[1]) {
         Err(Error::Schema(SchemaError::WrongLayout {
             operation: "append_ragged",
@@ -245,7 +268,7 @@ fn bad_codec_alignment_and_schema_options_are_refused_before_any_file_exists() {
     let dict = test_dictionary();
     expect_invalid(
         create(u8_schema(), WriteOptions::with_codec(Codec::ZstdDict)),
-        "needs a dictionary",
+        |a| matches!(a, A::DictMissing),
     );
     expect_invalid(
         create(
@@ -255,11 +278,11 @@ fn bad_codec_alignment_and_schema_options_are_refused_before_any_file_exists() {
                 o.dictionary = Some(dict.clone());
             }),
         ),
-        "only used by codec zstd-dict",
+        |a| matches!(a, A::DictUnused { codec: Codec::Raw }),
     );
     expect_invalid(
         create(u8_schema(), with(&|o| o.dictionary = Some(dict.clone()))),
-        "only used by codec zstd-dict",
+        |a| matches!(a, A::DictUnused { codec: Codec::Zstd }),
     );
     expect_invalid(
         create(
@@ -269,14 +292,17 @@ fn bad_codec_alignment_and_schema_options_are_refused_before_any_file_exists() {
                 o.dictionary = Some(Vec::new());
             }),
         ),
-        "dictionary is empty",
+        |a| matches!(a, A::DictEmpty),
     );
-    expect_invalid(
-        create(u8_schema(), with(&|o| o.level = 100)),
-        "zstd level 100",
-    );
+    expect_invalid(create(u8_schema(), with(&|o| o.level = 100)), |a| {
+        matches!(a, A::Level { level: 100, .. })
+    });
     for align in [0u32, 3, 12, 2 << 20] {
-        expect_invalid(create(u8_schema(), with(&|o| o.align = align)), "align");
+        let err = create(u8_schema(), with(&|o| o.align = align)).expect_err("align");
+        match err {
+            Error::InvalidArgument(A::Align { align: a, .. }) => assert_eq!(a, align),
+            other => panic!("expected Align, got {other:?}"),
+        }
     }
     for schema in [
         Schema::ragged(DType::U8, 0),
@@ -312,7 +338,7 @@ fn a_path_without_a_file_name_or_held_by_a_directory_is_refused() {
     };
     expect_invalid(
         Writer::create(dir.path().join(".."), u8_schema(), overwrite.clone()),
-        "does not name a file",
+        |a| matches!(a, A::NotAFileName { .. }),
     );
     // A directory where the store should go: refused without overwrite; with it,
     // publishing fails (a store never replaces a directory) and nothing is left.
