@@ -5,7 +5,10 @@
 use std::path::Path;
 
 use zring_engine::dataset::{Dataset, DatasetBuilder, FieldBatch, FieldDest};
-use zring_engine::{Backend, Codec, DType, Error, ReadOptions, Schema, WriteOptions, Writer};
+use zring_engine::{
+    Backend, Codec, DType, Error, ManifestProblem, ReadOptions, Schema, StoreMismatch,
+    WriteOptions, Writer,
+};
 
 /// Record `i`'s tokens: `i % 7 + 1` int32 values derived from `i`.
 fn tokens(i: u64) -> Vec<i32> {
@@ -189,8 +192,16 @@ fn damaged_manifests_and_mismatched_stores_are_refused() {
     let open = || Dataset::open(&path, ReadOptions::default());
     std::fs::write(&manifest, text.replace("\"records\": 10", "\"records\": 9")).unwrap();
     let err = open().unwrap_err();
-    assert!(matches!(err, Error::Manifest { .. }), "{err}");
-    assert!(err.to_string().contains("checksum"), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Manifest {
+                problem: ManifestProblem::ChecksumMismatch { .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 
     std::fs::write(&manifest, &text[..text.len() / 2]).unwrap();
     assert!(matches!(open(), Err(Error::Manifest { .. })));
@@ -215,6 +226,20 @@ fn damaged_manifests_and_mismatched_stores_are_refused() {
     );
     std::fs::copy(&pixels_store, &victim).unwrap();
     let err = open().unwrap_err();
+    match &err {
+        Error::Manifest {
+            problem: ManifestProblem::Store(m),
+            ..
+        } => {
+            assert_eq!(m.field, "label", "{err}");
+            assert!(
+                matches!(m.mismatch, StoreMismatch::Schema { .. }),
+                "{err:?}"
+            );
+        }
+        other => panic!("expected a store mismatch, got {other:?}"),
+    }
+    // How it reads: the field is named.
     assert!(err.to_string().contains("label"), "{err}");
 
     // No manifest at all.

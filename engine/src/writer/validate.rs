@@ -115,17 +115,33 @@ mod tests {
         // Empty records (format v1.2): a 0 dim, equal offsets.
         assert!(ragged(8, 4, &[0, 0, 2, 2], &[0, 2, 0], 1).is_ok());
         assert!(ragged(0, 4, &[0, 0], &[3, 0], 2).is_ok());
-        let cases: [(&[u64], &[u32], usize, &str); 6] = [
-            (&[1, 2, 6], &[1, 4], 24, "start at 0"),
-            (&[0, 2, 1], &[2, 1], 4, "must not decrease"),
-            (&[0, 2, 2], &[2, 1], 8, "shape"),
-            (&[0, 2, 6], &[2, 3], 24, "shape"),
-            (&[0, 2, 6], &[2, 4], 20, "values holds"),
-            (&[0, 2, 6], &[2], 24, "shapes holds"),
+        use ArgumentError as A;
+        type Case<'a> = (&'a [u64], &'a [u32], usize, fn(&A) -> bool);
+        let cases: [Case; 6] = [
+            (&[1, 2, 6], &[1, 4], 24, |a| {
+                matches!(a, A::CuSeqlensStart { first: 1 })
+            }),
+            (&[0, 2, 1], &[2, 1], 4, |a| {
+                matches!(a, A::CuSeqlensDecreasing { record: 1, .. })
+            }),
+            (&[0, 2, 2], &[2, 1], 8, |a| {
+                matches!(a, A::ShapeMismatch { record: 1, .. })
+            }),
+            (&[0, 2, 6], &[2, 3], 24, |a| {
+                matches!(a, A::ShapeMismatch { record: 1, .. })
+            }),
+            (&[0, 2, 6], &[2, 4], 20, |a| {
+                matches!(a, A::ValuesLen { values: 20, .. })
+            }),
+            (&[0, 2, 6], &[2], 24, |a| {
+                matches!(a, A::ShapesLen { len: 1, .. })
+            }),
         ];
-        for (cu, shapes, len, want) in cases {
-            let err = ragged(len, 4, cu, shapes, 1).expect_err(want);
-            assert!(err.to_string().contains(want), "{err} lacks {want}");
+        for (k, (cu, shapes, len, want)) in cases.into_iter().enumerate() {
+            match ragged(len, 4, cu, shapes, 1) {
+                Err(Error::InvalidArgument(a)) => assert!(want(&a), "case {k}: {a:?}"),
+                other => panic!("case {k}: expected InvalidArgument, got {other:?}"),
+            }
         }
     }
 }
