@@ -20,8 +20,9 @@
 //!   [`remote::RemoteOptions`] in [`ReadOptions::remote`], with an optional local
 //!   chunk cache ([`remote::CacheOptions`]).
 //! - Errors: [`Error`] (with the details [`ArgumentError`], [`SchemaError`],
-//!   [`CodecError`], [`InternalError`], and [`EntryError`], [`ParseBackendError`])
-//!   and [`Result`].
+//!   [`CodecError`], [`InternalError`], [`ObjectChange`], and [`EntryError`],
+//!   [`ParseBackendError`]; [`SharedError`] holds a poisoned writer's first error's
+//!   source) and [`Result`].
 //!
 //! The byte layout (superblock, table entries, footer) is specified in
 //! docs/format.md and implemented in `format`, which is not public API (tests and
