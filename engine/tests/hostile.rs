@@ -28,6 +28,11 @@ enum Damage {
 /// Every way of reading record `index` of the store at `path` that can notice
 /// `damage` must name the record with a problem `want` accepts, on every backend, with and without
 /// checksums on read; the other ways, and other records, still work.
+/// A check on the typed problem a damaged record gives.
+type BadCheck = fn(Bad<'_>) -> bool;
+/// A check on the typed problem a damaged store gives.
+type ProblemCheck = fn(&StoreProblem) -> bool;
+
 fn reads_name_record(
     path: &Path,
     fx: &Fixture,
@@ -244,7 +249,7 @@ fn a_ragged_shape_disagreeing_with_the_table_is_a_corrupt_record() {
     let fx = ragged_zstd(dir.path(), N);
     let f = footer_of(&fx.bytes);
     let ndim = 2usize;
-    let cases: [(u64, Option<[u32; 2]>, fn(Bad<'_>) -> bool); 3] = [
+    let cases: [(u64, Option<[u32; 2]>, BadCheck); 3] = [
         (7, None, |b| {
             matches!(
                 b,
@@ -443,7 +448,7 @@ fn garbage_or_lying_schema_json_is_refused_naming_the_field() {
         assert!(good.contains(from), "{good} lacks {from}");
         good.replacen(from, to, 1).into_bytes()
     };
-    let cases: Vec<(Vec<u8>, fn(&StoreProblem) -> bool)> = vec![
+    let cases: Vec<(Vec<u8>, ProblemCheck)> = vec![
         (b"not json at all".to_vec(), |p| {
             matches!(p, StoreProblem::Schema(Sj::Json(_)))
         }),
