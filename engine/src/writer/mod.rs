@@ -544,9 +544,10 @@ fn share_io(s: &mut std::io::Error) -> std::io::Error {
     let shared = match s.get_ref().and_then(|e| e.downcast_ref::<SharedError>()) {
         Some(shared) => shared.clone(),
         None => {
-            let original = std::mem::replace(s, std::io::Error::from(kind));
-            let shared = SharedError::new(original);
-            *s = std::io::Error::new(kind, shared.clone());
+            let mut slot: Box<dyn std::error::Error + Send + Sync> =
+                Box::new(std::mem::replace(s, std::io::Error::from(kind)));
+            let shared = share_slot(&mut slot);
+            *s = std::io::Error::new(kind, slot);
             shared
         }
     };
@@ -558,17 +559,19 @@ fn share_io(s: &mut std::io::Error) -> std::io::Error {
 fn share_boxed(
     s: &mut Box<dyn std::error::Error + Send + Sync>,
 ) -> Box<dyn std::error::Error + Send + Sync> {
-    let shared = match s.downcast_ref::<SharedError>() {
-        Some(shared) => shared.clone(),
-        None => {
-            let placeholder = std::io::Error::from(std::io::ErrorKind::Other);
-            let original = std::mem::replace(s, Box::new(placeholder));
-            let shared = SharedError::new(original);
-            *s = Box::new(shared.clone());
-            shared
-        }
-    };
-    Box::new(shared)
+    Box::new(share_slot(s))
+}
+
+/// The [`SharedError`] in `slot`: the one it already holds, or one its error is
+/// moved into (and that `slot` then holds).
+fn share_slot(slot: &mut Box<dyn std::error::Error + Send + Sync>) -> SharedError {
+    if let Some(shared) = slot.downcast_ref::<SharedError>() {
+        return shared.clone();
+    }
+    let placeholder = std::io::Error::from(std::io::ErrorKind::Other);
+    let shared = SharedError::new(std::mem::replace(slot, Box::new(placeholder)));
+    *slot = Box::new(shared.clone());
+    shared
 }
 
 fn share_record_problem(p: &mut RecordProblem) -> RecordProblem {
