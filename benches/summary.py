@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Summarises zring's benchmark run: throughputs and the same-run ratios the issue
-targets, read from criterion's JSON (`<criterion>/<group>/<bench>/new/`), the bench
+"""Summarises zring's benchmark run: throughputs and the same-run ratios of the
+targets (docs/workloads.md), read from criterion's JSON (`<criterion>/<group>/<bench>/new/`), the bench
 logs' `ZRING_META` lines and the NumPy baseline's JSON. Prints Markdown.
 
 Throughput uses criterion's median per-iteration time (robust on a shared machine).

@@ -52,7 +52,7 @@ IDS = """
 """
 
 CASES = {
-    # The issue's case: a float array is refused before anything is allocated.
+    # A float index array is refused before anything is allocated.
     "float_index": """
         limit(64 << 20)
         try:
