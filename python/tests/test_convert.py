@@ -59,6 +59,33 @@ def test_parquet_files_and_directories(tmp_path):
     assert ds.shards == 4
 
 
+def test_converting_parquet_does_not_import_pandas(tmp_path):
+    """pyarrow's ``to_numpy`` and ``__array__`` import pandas: seconds of start-up a
+    converter has no use for. Lists, sliced lists, fixed-size lists, integers and
+    floats are read from Arrow's buffers instead (and stay correct when sliced)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("pandas")
+    t = token_table(pa, 300).drop_columns(["text"])
+    t = t.append_column("f16", pa.array(np.arange(300, dtype=np.float16)))
+    pq.write_table(t, tmp_path / "t.parquet", row_group_size=70)
+    code = (
+        "import sys, zring.datasets as zd\n"
+        f"zd.from_parquet({str(tmp_path / 't.parquet')!r}, {str(tmp_path / 'out')!r}, shard_records=128)\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+    ds = zring.open_dataset(tmp_path / "out")
+    assert len(ds) == 300
+    for i in [0, 69, 70, 299]:
+        rec = ds[i]
+        np.testing.assert_array_equal(rec["tokens"], np.arange(i % 17 + 1, dtype=np.int32))
+        assert int(rec["label"]) == i and float(rec["f16"]) == float(np.float16(i))
+        np.testing.assert_array_equal(rec["vec"], np.array([i, 1, 2], np.float32))
+
+
 def test_arrow_ipc_file_and_stream(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.ipc as ipc
