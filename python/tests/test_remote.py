@@ -81,7 +81,9 @@ class Proxy:
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                # A HEAD's body is empty: its length is the object's, upstream's.
+                length_out = resp.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+                self.send_header("Content-Length", length_out)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)

@@ -5,7 +5,9 @@
 //! (size, ETag, last-modified: a replaced object gets a new key and never serves the
 //! old bytes) and of the chunk size, and `CHUNK` the chunk's index (16 hex digits);
 //! `DIR/locks/` holds lock files. An entry's path therefore names its bytes: every
-//! file ever written at one path holds the same bytes (or damaged ones).
+//! file ever written at one path holds the same bytes (or damaged ones). Whole-object
+//! entries (`whole.rs`) live in the same tree, as `DIR/v2/KEY/object` under keys of
+//! their own, and share the bound and the eviction scan.
 //!
 //! An entry is the chunk's bytes followed by a trailer: the XXH3-64 of each
 //! [`BLOCK`]-byte block of the chunk (the last block may be short), the magic

@@ -8,8 +8,9 @@
 //!   hashed apart from the chunk entries' keys: `DIR/v2/KEY/object`. A changed
 //!   object has another key and never reuses a stale entry.
 //! - Download: ranged GETs of [`PART`] bytes, `in_flight` at a time, each written at
-//!   its offset into a temporary file beside the entry, synced and renamed into
-//!   place only when complete: a torn or partial download is never visible.
+//!   its offset into a temporary file beside the entry (a GET's slot is freed once
+//!   its bytes are written: at most `in_flight` parts in memory), synced and renamed
+//!   into place only when complete: a torn or partial download is never visible.
 //! - Sharing: the download runs under an exclusive `flock` of the entry's lock file:
 //!   processes opening the same object at once wait for the first and open the file
 //!   it published. Whoever takes the lock deletes the temporary files of the
@@ -22,15 +23,17 @@
 //!   unlinks the least recently opened entries (a store reading one keeps reading
 //!   its unlinked file; a file in the cache is never truncated or rewritten).
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::SystemTime;
 
 use object_store::{ObjectMeta, ObjectStoreExt};
+use tokio::sync::Semaphore;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, InternalError, Result};
 use crate::format::BLOCK;
 use crate::read::ReadOptions;
 use crate::store::Store;
@@ -186,6 +189,62 @@ fn parts(size: u64, part: u64) -> Vec<Range<u64>> {
         .collect()
 }
 
+/// Fetches `pieces` of the object into `file` at their offsets, `in_flight` GETs at
+/// a time. A GET's slot is freed only once its bytes are written, so at most
+/// `in_flight` parts are in memory however slow the disk.
+fn fetch_into(
+    source: &RemoteSource,
+    file: &Arc<File>,
+    pieces: Vec<Range<u64>>,
+) -> std::result::Result<(), Failure> {
+    let getter = source.getter().map_err(Failure::Remote)?;
+    let rt = runtime::get().map_err(Failure::Remote)?;
+    let n = pieces.len();
+    let (tx, rx) = mpsc::channel();
+    let limit = Arc::new(Semaphore::new(source.in_flight()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let file = file.clone();
+    rt.spawn(async move {
+        for range in pieces {
+            let Ok(permit) = limit.clone().acquire_owned().await else {
+                return;
+            };
+            if stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            let (tx, getter, file) = (tx.clone(), getter.clone(), file.clone());
+            tokio::spawn(async move {
+                let done = match getter.get(range.clone()).await {
+                    Err(e) => Err(Failure::Remote(e)),
+                    Ok(bytes) => tokio::task::spawn_blocking(move || {
+                        zring_platform::file::write_all_at(&file, &bytes, range.start)
+                            .map_err(|_| Failure::Local)
+                    })
+                    .await
+                    .unwrap_or(Err(Failure::Local)),
+                };
+                drop(permit);
+                // The receiver is gone once the download failed.
+                let _ = tx.send(done);
+            });
+        }
+    });
+    for _ in 0..n {
+        let done = rx.recv().unwrap_or_else(|_| {
+            Err(Failure::Remote(Error::Internal(InternalError::Remote {
+                what: "a download stopped before its last part",
+            })))
+        });
+        if let Err(f) = done {
+            // Start no more GETs (those in flight finish into a file being deleted).
+            stop.store(true, Ordering::Relaxed);
+            return Err(f);
+        }
+    }
+    Ok(())
+}
+
 /// Downloads `version` of the object into `tmp` and renames it to `entry`; what the
 /// GETs cost. Nothing is left behind when it fails.
 fn download(
@@ -204,16 +263,11 @@ fn download(
         .map_err(|_| Failure::Local)?;
     let result = (|| {
         file.set_len(version.size).map_err(|_| Failure::Local)?;
+        let file = Arc::new(file);
         // Every GET is checked against `version` (size, ETag): an object replaced
         // mid-download fails instead of mixing two versions' bytes.
         let source = RemoteSource::new(conn.clone(), version.clone(), opts, None);
-        let pieces = parts(version.size, PART);
-        let mut inflight = source.start(pieces.clone()).map_err(Failure::Remote)?;
-        while let Some(got) = inflight.next() {
-            let (k, bytes) = got.map_err(Failure::Remote)?;
-            zring_platform::file::write_all_at(&file, &bytes, pieces[k].start)
-                .map_err(|_| Failure::Local)?;
-        }
+        fetch_into(&source, &file, parts(version.size, PART))?;
         // Durable before it is visible: a machine crash never leaves a published
         // entry with holes (the rename itself may be lost: the entry is refetched).
         file.sync_data().map_err(|_| Failure::Local)?;
