@@ -21,6 +21,10 @@ use crate::schema::{Codec, Layout, Schema, StoreSchema};
 #[derive(Clone)]
 pub struct Store {
     pub(crate) inner: Arc<Reader>,
+    /// For a store opened on a whole-object cache entry: the remote object it is a
+    /// copy of (`crate::remote::whole`).
+    #[cfg(feature = "remote")]
+    pub(crate) origin: Option<Arc<crate::remote::Origin>>,
 }
 
 /// The reads a batch needs, planned from the table without doing them (see
@@ -43,7 +47,13 @@ impl Store {
         if let Some(url) = crate::remote::url_of(path.as_ref()) {
             return Self::open_url(url, &opts);
         }
-        let path = path.as_ref().to_path_buf();
+        Self::open_file(path.as_ref(), path.as_ref().to_path_buf(), &opts)
+    }
+
+    /// Opens the store in the local file `path`, named `name` in the messages of
+    /// its reads (a whole-object cache entry is named by its URL).
+    pub(crate) fn open_file(path: &Path, name: PathBuf, opts: &ReadOptions) -> Result<Self> {
+        let path = path.to_path_buf();
         // Not File::open: a FIFO would block it forever.
         let file =
             file::open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
@@ -59,11 +69,13 @@ impl Store {
         }
         let (superblock, footer) = read_blocks(&path, &file, len)?;
         format::check_footer(&footer, &superblock, len).map_err(|p| Error::corrupt(&path, p))?;
-        let opened = Opened::load(&path, file, &opts, &footer)?;
+        let opened = Opened::load(&path, file, opts, &footer)?;
         let stored = check_schema(&path, &opened.schema_json, &footer)?;
-        let reader = Reader::new(path, opened, footer, superblock, stored, &opts);
+        let reader = Reader::new(name, opened, footer, superblock, stored, opts);
         Ok(Self {
             inner: Arc::new(reader),
+            #[cfg(feature = "remote")]
+            origin: None,
         })
     }
 
@@ -243,15 +255,24 @@ impl Store {
         self.inner.is_direct()
     }
 
-    /// Whether the store was opened from a URL (object storage).
+    /// Whether the store was opened from a URL (object storage; also when it reads
+    /// a whole-object copy in the local cache).
     pub fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        if self.origin.is_some() {
+            return true;
+        }
         self.inner.is_remote()
     }
 
-    /// What this store's remote reads have cost so far (requests, bytes, cache hits);
+    /// What this store's remote reads have cost so far (requests, bytes, cache hits;
+    /// for a store read from a whole-object cache entry, what opening it cost);
     /// `None` for a local store.
     #[cfg(feature = "remote")]
     pub fn remote_stats(&self) -> Option<crate::remote::RemoteStats> {
+        if let Some(o) = &self.origin {
+            return Some(o.stats);
+        }
         self.inner.remote().map(|r| r.stats())
     }
 
@@ -259,10 +280,11 @@ impl Store {
     /// `None` for a local store.
     #[cfg(feature = "remote")]
     pub fn remote_version(&self) -> Option<(u64, Option<String>, String)> {
-        self.inner.remote().map(|r| {
-            let v = &r.version;
-            (v.size, v.e_tag.clone(), v.last_modified.clone())
-        })
+        let v = match &self.origin {
+            Some(o) => &o.version,
+            None => &self.inner.remote()?.version,
+        };
+        Some((v.size, v.e_tag.clone(), v.last_modified.clone()))
     }
 
     /// Plans the reads of a batch of `indices` under `rule` without doing them: the

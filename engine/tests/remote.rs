@@ -1,216 +1,25 @@
 //! Remote stores through object storage, against in-process object stores: an
 //! `InMemory` (or `LocalFileSystem`) store behind a counting, failing wrapper, and a
 //! small HTTP/1.1 range server on 127.0.0.1 (object_store's real HTTP client, its
-//! retries and timeouts) that can answer 503 or drop connections.
+//! retries and timeouts) that can answer 503 or drop connections (`remote_support`).
 //!
 //! Every gather is compared with the same store read locally.
 
 mod common;
+mod remote_support;
 
-use std::io::{BufRead, BufReader, Write as _};
-use std::net::{TcpListener, TcpStream};
-use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use async_trait::async_trait;
-use futures_util::stream::BoxStream;
+use remote_support::*;
 use zring_engine::remote::object_store::memory::InMemory;
 use zring_engine::remote::object_store::path::Path as ObjectPath;
-use zring_engine::remote::object_store::{
-    self as os, CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult,
-};
-use zring_engine::remote::{open_store_at, CacheOptions, Connector, RemoteOptions};
+use zring_engine::remote::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
 use zring_engine::{
     Codec, DType, Error, ObjectChange, ReadOptions, Schema, Store, WriteOptions, Writer,
 };
-
-// ---------------------------------------------------------------------------------
-// The wrapper: counts GETs (and their ranges) and fails the next N of them.
-
-#[derive(Debug, Default)]
-struct Faults {
-    gets: AtomicUsize,
-    ranges: Mutex<Vec<Range<u64>>>,
-    fail_next: AtomicUsize,
-}
-
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn ObjectStore>,
-    faults: Arc<Faults>,
-}
-
-impl std::fmt::Display for Counting {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counting({})", self.inner)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for Counting {
-    async fn put_opts(
-        &self,
-        location: &ObjectPath,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> os::Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &ObjectPath,
-        opts: PutMultipartOptions,
-    ) -> os::Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(&self, location: &ObjectPath, options: GetOptions) -> os::Result<GetResult> {
-        self.faults.gets.fetch_add(1, Ordering::SeqCst);
-        if let Some(GetRange::Bounded(r)) = &options.range {
-            self.faults.ranges.lock().expect("lock").push(r.clone());
-        }
-        let fail = self
-            .faults
-            .fail_next
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if fail {
-            return Err(os::Error::Generic {
-                store: "Counting",
-                source: "injected failure".into(),
-            });
-        }
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, os::Result<ObjectPath>>,
-    ) -> BoxStream<'static, os::Result<ObjectPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, os::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> os::Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &ObjectPath,
-        to: &ObjectPath,
-        options: CopyOptions,
-    ) -> os::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
-}
-
-/// Runs a future on a small runtime of the test's own (uploads).
-fn block<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime")
-        .block_on(f)
-}
-
-/// An in-memory bucket holding `objects` (name, bytes), behind a counting wrapper.
-fn bucket(objects: &[(&str, &[u8])]) -> (Arc<dyn ObjectStore>, Arc<Faults>) {
-    let mem = Arc::new(InMemory::new());
-    for (name, bytes) in objects {
-        block(mem.put(&ObjectPath::from(*name), PutPayload::from(bytes.to_vec()))).expect("put");
-    }
-    let faults = Arc::new(Faults::default());
-    let store: Arc<dyn ObjectStore> = Arc::new(Counting {
-        inner: mem,
-        faults: faults.clone(),
-    });
-    (store, faults)
-}
-
-fn open_in(
-    store: &Arc<dyn ObjectStore>,
-    name: &str,
-    opts: &ReadOptions,
-) -> zring_engine::Result<Store> {
-    let conn = Connector::from_store(
-        &format!("mem://bucket/{name}"),
-        store.clone(),
-        ObjectPath::from(name),
-    );
-    open_store_at(conn, opts)
-}
-
-// ---------------------------------------------------------------------------------
-// Stores to read.
-
-struct Fixture {
-    bytes: Vec<u8>,
-    local: Store,
-    _dir: tempfile::TempDir,
-}
-
-fn fixture_dense(codec: Codec, n: usize, width: usize) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("d.zr");
-    let data = common::dense_records(n, width, 7, |i| i % 5 == 0);
-    let opts = WriteOptions {
-        codec,
-        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
-        ..WriteOptions::default()
-    };
-    let mut w =
-        Writer::create(&path, Schema::dense(DType::U8, &[width as u64]), opts).expect("create");
-    w.append_dense(&data).expect("append");
-    w.close().expect("close");
-    finish(dir, &path)
-}
-
-fn fixture_ragged(codec: Codec, n: usize) -> Fixture {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("r.zr");
-    let r = common::ragged_records(n, 1, DType::I32, 700, 3);
-    let opts = WriteOptions {
-        codec,
-        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
-        ..WriteOptions::default()
-    };
-    let mut w = Writer::create(&path, Schema::ragged(DType::I32, 1), opts).expect("create");
-    w.append_ragged(&r.values, &r.cu_seqlens, &r.shapes)
-        .expect("append");
-    w.close().expect("close");
-    finish(dir, &path)
-}
-
-fn finish(dir: tempfile::TempDir, path: &Path) -> Fixture {
-    let bytes = std::fs::read(path).expect("read");
-    let local = Store::open(path, ReadOptions::default()).expect("open local");
-    Fixture {
-        bytes,
-        local,
-        _dir: dir,
-    }
-}
-
-fn batch(n: u64, len: usize, seed: u64) -> Vec<u64> {
-    let mut x = seed;
-    (0..len)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (x >> 33) % n
-        })
-        .collect()
-}
 
 // ---------------------------------------------------------------------------------
 
@@ -420,6 +229,8 @@ fn cached(dir: &Path, max_bytes: u64, chunk: u64) -> ReadOptions {
                 dir: dir.to_path_buf(),
                 max_bytes,
                 chunk_bytes: chunk,
+                // These tests are about chunks (whole objects: tests/remote_whole.rs).
+                whole: WholeObjects::Never,
             }),
             ..RemoteOptions::default()
         },
@@ -516,143 +327,6 @@ fn the_cache_stays_under_its_bound() {
             }
         }
         assert!(total <= bound, "cache holds {total} bytes, bound {bound}");
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// A real HTTP server (object_store's HTTP client, retries and timeouts).
-
-#[derive(Default)]
-struct Server {
-    /// Requests seen, as (method, range header).
-    seen: Mutex<Vec<(String, String)>>,
-    /// Answer the next N GETs with 503.
-    fail_503: AtomicUsize,
-    /// Close the connection without answering the next N GETs.
-    drop_next: AtomicUsize,
-    stop: AtomicBool,
-}
-
-/// Serves the files of `root` on 127.0.0.1 (GET and HEAD, byte ranges, ETags).
-fn serve(root: PathBuf) -> (String, Arc<Server>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let server = Arc::new(Server::default());
-    let s = server.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            if s.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let Ok(conn) = conn else { continue };
-            let s = s.clone();
-            let root = root.clone();
-            std::thread::spawn(move || handle(conn, &root, &s));
-        }
-    });
-    (format!("http://{addr}"), server)
-}
-
-fn handle(conn: TcpStream, root: &Path, s: &Server) {
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(20)));
-    let mut reader = BufReader::new(conn.try_clone().expect("clone"));
-    let mut out = conn;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut parts = line.split_whitespace();
-        let method = parts.next().unwrap_or("").to_string();
-        let target = parts.next().unwrap_or("/").to_string();
-        let mut range = String::new();
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.eq_ignore_ascii_case("range") {
-                    range = v.trim().to_string();
-                }
-            }
-        }
-        s.seen
-            .lock()
-            .expect("lock")
-            .push((method.clone(), range.clone()));
-        if method == "GET" {
-            let take = |n: &AtomicUsize| {
-                n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |x| x.checked_sub(1))
-                    .is_ok()
-            };
-            if take(&s.drop_next) {
-                return;
-            }
-            if take(&s.fail_503) {
-                let _ =
-                    out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
-                continue;
-            }
-        }
-        let path = root.join(target.trim_start_matches('/'));
-        let Ok(body) = std::fs::read(&path) else {
-            let _ = out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-            continue;
-        };
-        let total = body.len() as u64;
-        let etag = format!(
-            "\"{:x}-{}\"",
-            total,
-            body.iter().take(64).map(|&b| u64::from(b)).sum::<u64>()
-        );
-        let (status, lo, hi) = match range.strip_prefix("bytes=") {
-            Some(spec) => {
-                let (a, b) = spec.split_once('-').unwrap_or(("", ""));
-                let (lo, hi) = if a.is_empty() {
-                    let n: u64 = b.parse().unwrap_or(0);
-                    (total.saturating_sub(n), total)
-                } else {
-                    let lo: u64 = a.parse().unwrap_or(0);
-                    let hi = b
-                        .parse::<u64>()
-                        .map(|h| (h + 1).min(total))
-                        .unwrap_or(total);
-                    (lo, hi)
-                };
-                ("206 Partial Content", lo, hi)
-            }
-            None => ("200 OK", 0, total),
-        };
-        let mut head = format!(
-            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nETag: {etag}\r\nLast-Modified: Mon, 01 Jan 2024 00:00:00 GMT\r\nAccept-Ranges: bytes\r\n",
-            hi - lo
-        );
-        if status.starts_with("206") {
-            head.push_str(&format!(
-                "Content-Range: bytes {lo}-{}/{total}\r\n",
-                hi.saturating_sub(1)
-            ));
-        }
-        head.push_str("\r\n");
-        if out.write_all(head.as_bytes()).is_err() {
-            return;
-        }
-        if method == "GET" && out.write_all(&body[lo as usize..hi as usize]).is_err() {
-            return;
-        }
-    }
-}
-
-fn quick_retries() -> RemoteOptions {
-    RemoteOptions {
-        backoff_initial: Duration::from_millis(5),
-        backoff_max: Duration::from_millis(50),
-        ..RemoteOptions::default()
     }
 }
 

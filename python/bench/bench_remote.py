@@ -28,16 +28,21 @@ Contenders, each in its own process, one workload after the other, batch 256:
                  client + proxy + server (what uncoalesced record reads can reach)
   zring-remote   zring.Loader over the s3:// store, no cache, cyclic sampler (a fresh
                  permutation each epoch): `first epoch` from open, then steady MiB/s
-  zring-cache    the same with an empty cache directory: the first epoch fills it
-                 (`first epoch`), then steady MiB/s with the cache warm
+  zring-cache    the same with an empty cache directory (default options: a store of
+                 at most half the cache's bound is cached whole, i.e. downloaded at
+                 open and read as a local file): `first epoch` includes that
+                 download, then steady MiB/s with the cache warm
+  zring-chunks   the same with `cache_whole: "never"`: the cache keeps 4 MiB chunks
+                 fetched as records need them
   zring-local    zring.Loader over the same store as a local file (page cache warm)
   streaming      StreamingDataset(remote=s3://..., local=<empty dir>, shuffle=True,
                  batch_size=256) iterated for one epoch, samples collated into the
                  batch zring returns (np.stack for W1; values + offsets for W3)
 
 MiB/s are logical: payload bytes delivered per second (W3: token bytes only).
-Ratios: zring-remote steady / link limit (target >= 0.8), zring-remote first epoch /
-streaming epoch (target >= 2), zring-cache steady / zring-local (target >= 0.9).
+Ratios: zring-remote steady / link limit (target >= 0.8), zring-remote and
+zring-cache first epoch / streaming epoch (target >= 2), zring-cache steady /
+zring-local (target >= 0.9); also zring-cache first epoch / link limit.
 
     python python/bench/bench_remote.py                 # defaults, a few minutes
     python python/bench/bench_remote.py --json out.json
@@ -326,7 +331,9 @@ def worker_zring(a: dict) -> dict:
     cache = a.get("cache")
     t = time.perf_counter()
     store = open_store(a["url"], cache, a.get("remote", {}))
+    open_s = time.perf_counter() - t
     out = run_loader(store, a["seconds"], t)
+    out["open_s"] = open_s
     stats = store.remote_stats
     if stats:
         out["remote_stats"] = stats
@@ -439,14 +446,16 @@ def spawn(kind: str, args: dict, env: dict, watch: dict[str, int], timeout: floa
 
 
 def check(args, d: str, server: Server, proxy: Proxy) -> int:
-    """Remote (no cache, then cache cold and warm) gathers equal the local store's."""
+    """Remote (no cache, then a whole-object cache cold and warm, then a chunk cache
+    cold and warm) gathers equal the local store's."""
     code = (
         "import json, sys, numpy as np, zring, os\n"
         "a = json.loads(sys.argv[1])\n"
         "local = zring.open(a['path'])\n"
-        "caches = [None, a['cache'], a['cache']]\n"
-        "for c in caches:\n"
-        "    remote = zring.open(a['url'], remote={'cache_dir': c} if c else {'no_cache': True})\n"
+        "whole = {'cache_dir': a['cache']}\n"
+        "chunks = {'cache_dir': a['cache'] + '-chunks', 'cache_whole': 'never'}\n"
+        "for opts in [{'no_cache': True}, whole, whole, chunks, chunks]:\n"
+        "    remote = zring.open(a['url'], remote=opts)\n"
         "    assert len(remote) == len(local), (len(remote), len(local))\n"
         "    s = zring.Sampler(len(local), 64, 'iid', seed=3)\n"
         "    for _ in range(4):\n"
@@ -480,6 +489,7 @@ def check(args, d: str, server: Server, proxy: Proxy) -> int:
             if not ok:
                 print(p.stderr[-3000:])
             shutil.rmtree(a["cache"], ignore_errors=True)
+            shutil.rmtree(a["cache"] + "-chunks", ignore_errors=True)
     return 1 if failures else 0
 
 
@@ -496,7 +506,8 @@ def main() -> int:
     p.add_argument("--server", choices=["auto", "s3s-fs", "moto"], default="auto")
     p.add_argument("--server-bin", help="the s3s-fs binary (default: $S3S_FS, then PATH)")
     p.add_argument("--workloads", default="w1,w3")
-    p.add_argument("--contenders", default="raw-direct,raw-link,raw-records,zring-remote,zring-cache,zring-local,streaming")
+    p.add_argument("--contenders",
+                   default="raw-direct,raw-link,raw-records,zring-remote,zring-cache,zring-chunks,zring-local,streaming")
     p.add_argument("--dir", help="scratch directory (default: a temporary one, removed)")
     p.add_argument("--remote", default="{}", help="zring remote= options, JSON (e.g. '{\"in_flight\": 64}')")
     p.add_argument("--json", help="write the results here")
@@ -549,11 +560,14 @@ def main() -> int:
                 elif c == "zring-remote":
                     r = spawn("zring", {"mode": "remote", "url": key, "seconds": args.seconds,
                                         "remote": remote_opts}, env, watch, 900)
-                elif c == "zring-cache":
+                elif c in ("zring-cache", "zring-chunks"):
                     cache = os.path.join(d, f"cache-{w}")
                     shutil.rmtree(cache, ignore_errors=True)
+                    opts = dict(remote_opts)
+                    if c == "zring-chunks":
+                        opts["cache_whole"] = "never"
                     r = spawn("zring", {"mode": "remote", "url": key, "cache": cache,
-                                        "seconds": args.seconds, "remote": remote_opts}, env, watch, 900)
+                                        "seconds": args.seconds, "remote": opts}, env, watch, 900)
                     shutil.rmtree(cache, ignore_errors=True)
                 elif c == "zring-local":
                     r = spawn("zring", {"mode": "local", "path": os.path.join(d, f"{w}.zr"),
@@ -608,7 +622,9 @@ def report(results: dict, workloads: list[str], link: float) -> None:
         zr1, zc1, st = get(w, "zring-remote", "first_epoch_mib_s"), get(w, "zring-cache", "first_epoch_mib_s"), get(w, "streaming")
         print(f"{w}: zring-remote / link {ratio(zr, link)} (target >= 0.8), / raw-link {ratio(zr, get(w, 'raw-link'))}; "
               f"first epoch zring-remote / streaming {ratio(zr1, st)}, zring-cache / streaming {ratio(zc1, st)} (target >= 2); "
-              f"zring-cache warm / local {ratio(zc, zl)} (target >= 0.9); raw-direct (server ceiling) {get(w, 'raw-direct') or 0:.0f} MiB/s")
+              f"zring-cache warm / local {ratio(zc, zl)} (target >= 0.9), zring-chunks warm / local "
+              f"{ratio(get(w, 'zring-chunks'), zl)}; zring-cache first epoch / link {ratio(zc1, link)}; "
+              f"raw-direct (server ceiling) {get(w, 'raw-direct') or 0:.0f} MiB/s")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PySlice};
-use zring_engine::remote::{CacheOptions, RemoteOptions};
+use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
 use zring_engine::{Backend, DType, Layout, ReadOptions, Store, StoreSchema};
 
 use crate::buffer::{self, is_writeable};
@@ -247,7 +247,7 @@ pub(crate) fn read_options(
 /// bytes, `config` a dict of object_store configuration keys.
 const REMOTE_KEYS: &str = "max_gap, max_request, in_flight, max_retries, retry_timeout, \
      backoff_initial, backoff_max, timeout, connect_timeout, cache_dir, cache_bytes, \
-     cache_chunk_bytes, no_cache, config";
+     cache_chunk_bytes, cache_whole, no_cache, config";
 
 /// The engine's remote options from Python's `remote=` dict (`None`: defaults).
 pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<RemoteOptions> {
@@ -267,6 +267,7 @@ pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<Remo
     let mut cache_dir: Option<PathBuf> = None;
     let mut cache_bytes = CacheOptions::DEFAULT_MAX_BYTES;
     let mut chunk = CacheOptions::DEFAULT_CHUNK_BYTES;
+    let mut whole = WholeObjects::Auto;
     for (k, v) in dict.iter() {
         let key: String = k.extract()?;
         match key.as_str() {
@@ -282,6 +283,14 @@ pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<Remo
             "cache_dir" => cache_dir = v.extract::<Option<PathBuf>>()?,
             "cache_bytes" => cache_bytes = v.extract()?,
             "cache_chunk_bytes" => chunk = v.extract()?,
+            "cache_whole" => {
+                let name: String = v.extract()?;
+                whole = WholeObjects::parse(&name).ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "remote[\"cache_whole\"] must be \"auto\", \"always\" or \"never\", not {name:?}"
+                    ))
+                })?;
+            }
             "no_cache" => o.no_cache = v.extract()?,
             "config" => {
                 let c = v.cast::<PyDict>().map_err(|_| {
@@ -308,6 +317,7 @@ pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<Remo
             dir,
             max_bytes: cache_bytes,
             chunk_bytes: chunk.max(1),
+            whole,
         });
     }
     Ok(o)
@@ -330,6 +340,7 @@ pub(crate) fn remote_dict<'py>(py: Python<'py>, o: &RemoteOptions) -> PyResult<B
         d.set_item("cache_dir", c.dir.clone())?;
         d.set_item("cache_bytes", c.max_bytes)?;
         d.set_item("cache_chunk_bytes", c.chunk_bytes)?;
+        d.set_item("cache_whole", c.whole.name())?;
     }
     let config = PyDict::new(py);
     for (k, v) in &o.config {
@@ -483,7 +494,9 @@ impl StoreBase {
 
     /// For a store opened from a URL: what its remote reads cost so far, as a dict
     /// with the keys `requests` (ranged GETs), `bytes`, `cache_hits` and
-    /// `cache_misses` (chunks of the local cache); `None` for a local store.
+    /// `cache_misses` (chunks of the local cache), `whole_fetches` and `whole_hits`
+    /// (1 when the store was opened on a whole-object cache entry it downloaded, or
+    /// found); `None` for a local store.
     #[getter]
     fn remote_stats<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let Some(s) = self.handle(py)?.remote_stats() else {
@@ -494,6 +507,8 @@ impl StoreBase {
         d.set_item("bytes", s.bytes)?;
         d.set_item("cache_hits", s.cache_hits)?;
         d.set_item("cache_misses", s.cache_misses)?;
+        d.set_item("whole_fetches", s.whole_fetches)?;
+        d.set_item("whole_hits", s.whole_hits)?;
         Ok(Some(d))
     }
 

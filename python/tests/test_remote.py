@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
@@ -37,6 +38,8 @@ class Proxy:
         self.requests: list[tuple[str, str, str]] = []
         self.fail_next = 0
         self.drop_next = 0
+        # Seconds to wait before forwarding each ranged GET (a slow download).
+        self.delay = 0.0
         self.lock = threading.Lock()
         proxy = self
 
@@ -54,6 +57,8 @@ class Proxy:
                     fail = not drop and proxy.fail_next > 0
                     proxy.drop_next -= int(drop)
                     proxy.fail_next -= int(fail)
+                if rng and self.command == "GET" and proxy.delay:
+                    time.sleep(proxy.delay)
                 if drop:
                     self.close_connection = True
                     self.connection.close()
@@ -76,7 +81,9 @@ class Proxy:
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                # A HEAD's body is empty: its length is the object's, upstream's.
+                length_out = resp.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+                self.send_header("Content-Length", length_out)
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
@@ -325,7 +332,9 @@ def test_pickles_keep_the_url_and_options(s3: S3, tmp_path: Path) -> None:
 
 READER = """
 import json, sys, numpy as np, zring
-store = zring.DenseStore(sys.argv[1], remote={"cache_dir": sys.argv[2], "cache_bytes": 1 << 30})
+whole = sys.argv[3] if len(sys.argv) > 3 else "never"
+remote = {"cache_dir": sys.argv[2], "cache_bytes": 1 << 30, "cache_whole": whole}
+store = zring.DenseStore(sys.argv[1], remote=remote)
 idx = np.arange(len(store))
 print(json.dumps({"sum": int(store[idx].sum(dtype=np.int64)), **store.remote_stats}))
 """
@@ -366,3 +375,160 @@ def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
     s3.put_file(key, other_path)
     third = run()
     assert third["sum"] == int(other.sum(dtype=np.int64)) and third["cache_misses"] > 0
+
+
+# ---------------------------------------------------------------------------------
+# Whole-object cache entries.
+
+
+def run_reader(url: str, cache: Path, whole: str) -> dict[str, int]:
+    import json
+
+    out = subprocess.run(
+        [sys.executable, "-c", READER, url, str(cache), whole],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, int] = json.loads(out.stdout)
+    return result
+
+
+def whole_entries(cache: Path) -> list[Path]:
+    return sorted(cache.glob("v2/*/object"))
+
+
+def ranged_gets(s3: S3, key: str) -> int:
+    return sum(1 for r in s3.proxy.gets(key) if r[2])
+
+
+def test_a_whole_object_is_fetched_once_then_read_locally(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "zstd", n=300, seed=7)
+    key = "whole/d.zr"
+    url = s3.put_file(key, path)
+    cache = tmp_path / "cache"
+    remote = {"cache_dir": str(cache), "cache_bytes": 1 << 30}
+    s3.proxy.clear()
+    store = zring.DenseStore(url, remote=remote)
+    stats = store.remote_stats
+    assert stats is not None
+    assert stats["whole_fetches"] == 1 and stats["whole_hits"] == 0
+    assert stats["requests"] == 1 and stats["bytes"] == path.stat().st_size
+    assert ranged_gets(s3, key) == 1
+    assert len(whole_entries(cache)) == 1
+    assert whole_entries(cache)[0].read_bytes() == path.read_bytes()
+    idx = np.random.default_rng(4).integers(0, len(data), 100)
+    for backend in ["pread", "mmap", "uring", "auto"]:
+        s = zring.DenseStore(url, remote=remote, backend=backend)
+        assert s.remote_stats is not None and s.remote_stats["whole_hits"] == 1
+        np.testing.assert_array_equal(s[idx], data[idx])
+        np.testing.assert_array_equal(s[10:20], data[10:20])
+        s.verify()
+    # Another process: no GET at all (a HEAD names the object's version).
+    other = run_reader(url, cache, "auto")
+    assert other["sum"] == int(data.sum(dtype=np.int64))
+    assert other["whole_hits"] == 1 and other["requests"] == 0
+    assert ranged_gets(s3, key) == 1
+    # A replaced object (new ETag) is fetched again, never read from the old entry.
+    new_path, new = dense_file(tmp_path, "zstd", n=300, seed=8)
+    s3.put_file(key, new_path)
+    third = run_reader(url, cache, "auto")
+    assert third["sum"] == int(new.sum(dtype=np.int64)) and third["whole_fetches"] == 1
+    assert ranged_gets(s3, key) == 2
+
+
+def test_a_damaged_whole_entry_is_refetched(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "raw", n=100, seed=9)
+    url = s3.put_file("whole/damaged.zr", path)
+    cache = tmp_path / "cache"
+    remote = {"cache_dir": str(cache), "cache_bytes": 1 << 30}
+    zring.DenseStore(url, remote=remote)
+    (entry,) = whole_entries(cache)
+    for damage in (-100, 10):
+        raw = bytearray(entry.read_bytes())
+        raw[damage] ^= 0x01
+        entry.write_bytes(bytes(raw))
+        store = zring.DenseStore(url, remote=remote)
+        assert store.remote_stats is not None and store.remote_stats["whole_fetches"] == 1
+        np.testing.assert_array_equal(store[::7], data[::7])
+        assert entry.read_bytes() == path.read_bytes()
+
+
+def test_a_killed_download_publishes_nothing(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "raw", n=100, seed=10)
+    url = s3.put_file("whole/killed.zr", path)
+    cache = tmp_path / "cache"
+    s3.proxy.delay = 30.0
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", READER, url, str(cache), "always"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not list(cache.glob("v2/*/.tmp.*")):
+            assert time.monotonic() < deadline, "the child never started its download"
+            assert child.poll() is None, "the child exited before downloading"
+            time.sleep(0.005)
+        child.kill()
+        child.wait()
+    finally:
+        s3.proxy.delay = 0.0
+    assert whole_entries(cache) == []
+    store = zring.DenseStore(url, remote={"cache_dir": str(cache), "cache_bytes": 1 << 30})
+    assert store.remote_stats is not None and store.remote_stats["whole_fetches"] == 1
+    np.testing.assert_array_equal(store[::3], data[::3])
+    assert len(whole_entries(cache)) == 1 and not list(cache.glob("v2/*/.tmp.*"))
+
+
+def test_whole_entries_are_evicted_least_recent_first(s3: S3, tmp_path: Path) -> None:
+    files = [dense_file(tmp_path, "raw", n=400, seed=20 + k) for k in range(3)]
+    urls = [s3.put_file(f"whole/evict-{k}.zr", p) for k, (p, _) in enumerate(files)]
+    size = files[0][0].stat().st_size
+    cache = tmp_path / "cache"
+    remote = {"cache_dir": str(cache), "cache_bytes": size * 5 // 2}
+    stores = []
+    for url in urls:
+        stores.append(zring.DenseStore(url, remote=remote))
+        time.sleep(0.02)
+        assert sum(e.stat().st_size for e in whole_entries(cache)) <= size * 5 // 2
+    assert len(whole_entries(cache)) == 2
+    # The evicted entry's store still reads its (unlinked) file.
+    np.testing.assert_array_equal(stores[0][::5], files[0][1][::5])
+    again = zring.DenseStore(urls[0], remote=remote)
+    assert again.remote_stats is not None and again.remote_stats["whole_fetches"] == 1
+
+
+def test_cache_whole_never_keeps_chunks(s3: S3, tmp_path: Path) -> None:
+    path, data = dense_file(tmp_path, "zstd", n=200, seed=11)
+    url = s3.put_file("whole/never.zr", path)
+    cache = tmp_path / "cache"
+    store = zring.DenseStore(
+        url, remote={"cache_dir": str(cache), "cache_bytes": 1 << 30, "cache_whole": "never"}
+    )
+    np.testing.assert_array_equal(store[::4], data[::4])
+    stats = store.remote_stats
+    assert stats is not None and stats["whole_fetches"] == 0 and stats["cache_misses"] > 0
+    assert whole_entries(cache) == []
+    args = store.__reduce__()[1]
+    assert args[-1]["cache_whole"] == "never"
+    with pytest.raises(ValueError, match="cache_whole"):
+        zring.DenseStore(url, remote={"cache_dir": str(cache), "cache_whole": "sometimes"})
+
+
+def test_dataset_shards_are_cached_whole(s3: S3, tmp_path: Path) -> None:
+    n = 300
+    cols = {"x": np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), "y": np.arange(n)}
+    zring.write_dataset(tmp_path / "ds", cols, shard_records=64, codec="zstd")
+    url = s3.put_tree("datasets/whole-ds", tmp_path / "ds")
+    cache = tmp_path / "cache"
+    remote = {"cache_dir": str(cache), "cache_bytes": 1 << 30}
+    ds = zring.open_dataset(url, remote=remote)
+    np.testing.assert_array_equal(ds.gather(slice(None))["x"], cols["x"])
+    # 5 shards x 2 fields, one entry each.
+    assert len(whole_entries(cache)) == 10
+    s3.proxy.clear()
+    again = zring.open_dataset(url, remote=remote)
+    np.testing.assert_array_equal(again.gather(slice(None))["y"], cols["y"])
+    assert ranged_gets(s3, "datasets/whole-ds/") == 0

@@ -5,7 +5,9 @@
 //! (size, ETag, last-modified: a replaced object gets a new key and never serves the
 //! old bytes) and of the chunk size, and `CHUNK` the chunk's index (16 hex digits);
 //! `DIR/locks/` holds lock files. An entry's path therefore names its bytes: every
-//! file ever written at one path holds the same bytes (or damaged ones).
+//! file ever written at one path holds the same bytes (or damaged ones). Whole-object
+//! entries (`whole.rs`) live in the same tree, as `DIR/v2/KEY/object` under keys of
+//! their own, and share the bound and the eviction scan.
 //!
 //! An entry is the chunk's bytes followed by a trailer: the XXH3-64 of each
 //! [`BLOCK`]-byte block of the chunk (the last block may be short), the magic
@@ -70,6 +72,8 @@ const TRAILER_FIXED: usize = 24;
 const MEMO_HASHES: usize = 2 << 20;
 /// Temporary files older than this are a crashed writer's and are deleted by scans.
 const STALE_TEMP: Duration = Duration::from_secs(3600);
+/// How temporary files' names start.
+pub(crate) const TEMP_PREFIX: &str = ".tmp.";
 
 /// Blocks of an entry of `len` bytes.
 fn blocks(len: usize) -> usize {
@@ -184,6 +188,49 @@ impl Cache {
         self.entries.join(format!("{key:032x}"))
     }
 
+    /// The directory of one object version's whole-object entry (`whole.rs`): its
+    /// own key, so a whole entry and chunk entries of one object never share a path.
+    pub(crate) fn whole_dir(&self, url: &str, version: &str) -> PathBuf {
+        let key = xxh3_128(format!("{url}\n{version}\nwhole").as_bytes());
+        self.entries.join(format!("{key:032x}"))
+    }
+
+    /// An exclusive lock on the whole-object entry in `dir`, held while it is fetched
+    /// (one of [`LOCK_STRIPES`] lock files of its own, apart from the chunks' so a long
+    /// download never holds up a chunk fetch).
+    pub(crate) fn lock_whole(&self, dir: &Path) -> Result<File> {
+        let stripe = xxh3_64(dir.as_os_str().as_encoded_bytes()) % LOCK_STRIPES;
+        let lock_path = self.locks.join(format!("whole-{stripe:04}"));
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, "opening a cache lock", e))?;
+        zring_platform::file::lock_exclusive(&lock)
+            .map_err(|e| Error::io(&lock_path, "locking a whole-object entry", e))?;
+        Ok(lock)
+    }
+
+    /// A fresh temporary file name beside `entry` (scans delete stale ones).
+    pub(crate) fn temp_path(&self, entry: &Path) -> PathBuf {
+        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+        let name = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("entry");
+        entry.with_file_name(format!("{TEMP_PREFIX}{name}.{}.{seq}", std::process::id()))
+    }
+
+    /// Counts `bytes` just written to the cache, and evicts when that passes the
+    /// bound (best effort: a failed scan is retried by the next write).
+    pub(crate) fn wrote(&self, bytes: u64) {
+        let total = self.used.fetch_add(bytes, Ordering::Relaxed);
+        if total + bytes > self.max_bytes {
+            let _ = self.evict_if_needed();
+        }
+    }
+
     fn entry_path(dir: &Path, chunk: u64) -> PathBuf {
         dir.join(format!("{chunk:016x}"))
     }
@@ -244,13 +291,8 @@ impl Cache {
         let wrote = self.write_entry(dir, &path, &data);
         drop(lock);
         if wrote.is_ok() {
-            let size = (len + trailer_len(len)) as u64;
-            let total = self.used.fetch_add(size, Ordering::Relaxed);
-            if total + size > self.max_bytes {
-                // The read succeeded whatever eviction finds; a failed scan is retried
-                // by the next write.
-                let _ = self.evict_if_needed();
-            }
+            // The read succeeded whatever eviction finds.
+            self.wrote((len + trailer_len(len)) as u64);
         }
         // A cache that cannot be written (disk full, permissions) still serves the
         // bytes just fetched.
@@ -264,12 +306,7 @@ impl Cache {
     /// block table.
     fn write_entry(&self, dir: &Path, path: &Path, data: &[u8]) -> std::io::Result<()> {
         fs::create_dir_all(dir)?;
-        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(
-            ".tmp.{}.{}.{seq}",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("chunk"),
-            std::process::id()
-        ));
+        let tmp = self.temp_path(path);
         let table: Arc<[u64]> = data.chunks(BLOCK).map(xxh3_64).collect();
         let result = (|| {
             let mut f = File::create(&tmp)?;
@@ -477,7 +514,7 @@ fn scan(entries: &Path) -> Result<Vec<(SystemTime, u64, PathBuf)>> {
             let Ok(meta) = f.metadata() else { continue };
             let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
             let name = f.file_name();
-            if name.to_string_lossy().starts_with(".tmp.") {
+            if name.to_string_lossy().starts_with(TEMP_PREFIX) {
                 if now.duration_since(mtime).unwrap_or_default() > STALE_TEMP {
                     let _ = fs::remove_file(f.path());
                 }

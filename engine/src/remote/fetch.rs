@@ -87,7 +87,7 @@ pub(crate) struct RemoteSource {
 
 /// One fetch, everything it needs owned (it runs on the runtime).
 #[derive(Clone)]
-struct Getter {
+pub(crate) struct Getter {
     store: Arc<dyn ObjectStore>,
     conn: Connector,
     version: Version,
@@ -96,7 +96,7 @@ struct Getter {
 
 impl Getter {
     /// `range` of the object, exactly, from the version the store opened.
-    async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+    pub(crate) async fn get(&self, range: Range<u64>) -> Result<Bytes> {
         let url = &self.conn.url;
         let opts = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
@@ -201,7 +201,7 @@ impl RemoteSource {
         self.counters.snapshot()
     }
 
-    fn getter(&self) -> Result<Getter> {
+    pub(crate) fn getter(&self) -> Result<Getter> {
         Ok(Getter {
             store: self.conn.store()?,
             conn: self.conn.clone(),

@@ -11,6 +11,7 @@
 //! - `fetch`: a batch's GETs kept `in_flight` deep, each record decoded into its
 //!   slot as soon as its bytes arrive;
 //! - `cache`: the local chunk cache shared by processes;
+//! - `whole`: whole-object cache entries, opened as local stores;
 //! - `open`: a store's superblock, footer and metadata in a few ranged GETs;
 //! - `location`: datasets at a URL.
 //!
@@ -31,10 +32,14 @@ mod object;
 mod open;
 #[cfg(feature = "remote")]
 mod runtime;
+#[cfg(feature = "remote")]
+mod whole;
 
 use std::path::Path;
 
-pub use options::{parse_bytes, CacheOptions, RemoteOptions, CACHE_BYTES_ENV, CACHE_DIR_ENV};
+pub use options::{
+    parse_bytes, CacheOptions, RemoteOptions, WholeObjects, CACHE_BYTES_ENV, CACHE_DIR_ENV,
+};
 
 #[cfg(feature = "remote")]
 pub use cache::CacheStats;
@@ -46,6 +51,8 @@ pub use location::ObjectDir;
 pub use object::{Connector, RemoteStats};
 #[cfg(feature = "remote")]
 pub(crate) use open::open_store;
+#[cfg(feature = "remote")]
+pub(crate) use whole::Origin;
 
 /// The object_store crate zring is built with (for [`Connector::from_store`]).
 #[cfg(feature = "remote")]

@@ -284,6 +284,12 @@ pub struct RemoteStats {
     pub cache_hits: u64,
     /// Cache chunks fetched (and written to the cache).
     pub cache_misses: u64,
+    /// 1 when opening the store downloaded the whole object into the cache (its
+    /// GETs are in `requests` and `bytes`), else 0.
+    pub whole_fetches: u64,
+    /// 1 when the store was opened on a whole-object entry already in the cache
+    /// (no GET: only the HEAD that names the object's version), else 0.
+    pub whole_hits: u64,
 }
 
 /// The counters behind [`RemoteStats`].
@@ -302,6 +308,8 @@ impl Counters {
             bytes: self.bytes.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             cache_misses: self.cache_misses.load(Ordering::Relaxed),
+            whole_fetches: 0,
+            whole_hits: 0,
         }
     }
 }

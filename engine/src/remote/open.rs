@@ -18,6 +18,7 @@ use crate::store::{check_schema, decode_footer, decode_superblock, Store};
 use super::cache::Cache;
 use super::fetch::{RemoteSource, Version};
 use super::object::{remote_err, Connector};
+use super::options::WholeObjects;
 use super::runtime;
 
 /// Bytes read from the end of the object by the first GET: the footer, and the
@@ -64,8 +65,16 @@ fn fetch_tail(conn: &Connector) -> Result<(ObjectMeta, Vec<u8>)> {
     })?
 }
 
-/// Opens the store behind `conn`.
+/// Opens the store behind `conn`: as a local store on a whole-object cache entry
+/// when the cache keeps this object whole (`whole.rs`), else read by ranged GETs.
 pub(crate) fn open_with(conn: Connector, opts: &ReadOptions) -> Result<Store> {
+    if let Some(cache) = opts.remote.effective_cache()? {
+        if cache.whole != WholeObjects::Never {
+            if let Some(store) = super::whole::open(&conn, opts, &cache)? {
+                return Ok(store);
+            }
+        }
+    }
     let url = conn.url.clone();
     let path: &Path = &url;
     let (meta, tail) = fetch_tail(&conn)?;
@@ -165,6 +174,7 @@ pub(crate) fn open_with(conn: Connector, opts: &ReadOptions) -> Result<Store> {
     let reader = Reader::new(url.clone(), opened, footer, superblock, stored, opts);
     Ok(Store {
         inner: Arc::new(reader),
+        origin: None,
     })
 }
 

@@ -84,6 +84,47 @@ pub struct CacheOptions {
     /// Objects are cached in chunks of this many bytes (an object smaller than a
     /// chunk is one entry).
     pub chunk_bytes: u64,
+    /// When an object is cached whole (downloaded once at open, then read as a local
+    /// file) instead of in chunks.
+    pub whole: WholeObjects,
+}
+
+/// When a cache keeps whole objects (see docs/remote.md#whole-objects): a store
+/// cached whole is opened as a local store on its cache file, so a warm cache reads
+/// at local speed, with every local backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WholeObjects {
+    /// Objects of at most half the cache's bound are cached whole; larger ones in
+    /// chunks.
+    #[default]
+    Auto,
+    /// Every object is cached whole, whatever its size (one larger than the bound
+    /// is evicted again by the next write past the bound, but the store that
+    /// downloaded it keeps reading its file).
+    Always,
+    /// Objects are cached in chunks only.
+    Never,
+}
+
+impl WholeObjects {
+    /// `"auto"`, `"always"`, `"never"`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "auto" => Some(Self::Auto),
+            "always" => Some(Self::Always),
+            "never" => Some(Self::Never),
+            _ => None,
+        }
+    }
+
+    /// The name [`WholeObjects::parse`] takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Never => "never",
+        }
+    }
 }
 
 impl CacheOptions {
@@ -92,12 +133,25 @@ impl CacheOptions {
     /// The chunk size when none is given: 4 MiB.
     pub const DEFAULT_CHUNK_BYTES: u64 = 4 << 20;
 
-    /// A cache in `dir` bounded to `max_bytes`, with the default chunk size.
+    /// A cache in `dir` bounded to `max_bytes`, with the default chunk size and
+    /// whole objects cached by [`WholeObjects::Auto`]'s rule.
     pub fn new(dir: impl Into<PathBuf>, max_bytes: u64) -> Self {
         Self {
             dir: dir.into(),
             max_bytes,
             chunk_bytes: Self::DEFAULT_CHUNK_BYTES,
+            whole: WholeObjects::Auto,
+        }
+    }
+
+    /// Whether an object of `size` bytes is cached whole. `Auto`'s rule, at most half
+    /// the bound: such an object never needs more than half the cache, so entries of
+    /// other objects still fit beside it, and evicting it frees a predictable share.
+    pub fn caches_whole(&self, size: u64) -> bool {
+        match self.whole {
+            WholeObjects::Always => true,
+            WholeObjects::Never => false,
+            WholeObjects::Auto => size <= self.max_bytes / 2,
         }
     }
 }
@@ -172,5 +226,25 @@ mod tests {
         assert_eq!(parse_bytes("1TB"), Some(1 << 40));
         assert_eq!(parse_bytes("x"), None);
         assert_eq!(parse_bytes("99999999999T"), None);
+    }
+
+    #[test]
+    fn objects_up_to_half_the_bound_are_cached_whole_by_default() {
+        let mut c = CacheOptions::new("/tmp/c", 1000);
+        assert!(c.caches_whole(0));
+        assert!(c.caches_whole(500));
+        assert!(!c.caches_whole(501));
+        c.whole = WholeObjects::Always;
+        assert!(c.caches_whole(u64::MAX));
+        c.whole = WholeObjects::Never;
+        assert!(!c.caches_whole(1));
+        for w in [
+            WholeObjects::Auto,
+            WholeObjects::Always,
+            WholeObjects::Never,
+        ] {
+            assert_eq!(WholeObjects::parse(w.name()), Some(w));
+        }
+        assert_eq!(WholeObjects::parse("yes"), None);
     }
 }
