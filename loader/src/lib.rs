@@ -117,6 +117,7 @@ mod options;
 mod pipeline;
 mod produce;
 mod recycle;
+mod schedule;
 mod view;
 
 pub use batch::{Batch, Step, Tensor};
@@ -125,5 +126,6 @@ pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use recycle::PooledVec;
+pub use schedule::Schedule;
 pub use view::{Source, View};
 pub use zring_platform::bufpool::{BufPool, BufPoolStats, PooledBuf};
