@@ -5,14 +5,14 @@
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-use zring_engine::RaggedLayout;
-use zring_platform::{BufPool, BufPoolOptions};
 use crate::batch::{Batch, Step, Tensor};
 use crate::error::{LoaderError, OptionsError, Result, TransformError};
 use crate::options::LoaderOptions;
 use crate::recycle::VecPool;
 use crate::schedule::Schedule;
 use crate::view::{Kind, Plan, StreamPlan};
+use zring_engine::RaggedLayout;
+use zring_platform::{BufPool, BufPoolOptions};
 
 /// The transform from a gathered step to what the consumer receives.
 pub(crate) type TransformFn<T> = dyn Fn(Step<Batch>) -> Result<T, TransformError> + Send + Sync;

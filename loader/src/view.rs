@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use zring_engine::dataset::DatasetField;
-use zring_engine::{DType, Layout, RaggedLayout, Schema, Store};
 use crate::error::{LoaderError, OptionsError, Result};
 use crate::schedule::Schedule;
+use zring_engine::dataset::DatasetField;
+use zring_engine::{DType, Layout, RaggedLayout, Schema, Store};
 
 /// What a view reads: a store, or one field of a dataset (read like a store).
 #[derive(Clone, Debug)]

@@ -83,7 +83,11 @@ fn a_finite_plan_ends_after_delivering_exactly_its_steps() {
         LoaderOptions::new(2, 4).with_consumer_helps(false),
         LoaderOptions::default(),
     ] {
-        assert_eq!(drain(loader(&d, plan.clone(), opts.clone())), want, "{opts:?}");
+        assert_eq!(
+            drain(loader(&d, plan.clone(), opts.clone())),
+            want,
+            "{opts:?}"
+        );
     }
     // Completion order: the same steps, in some order.
     let mut got = drain(loader(
@@ -158,7 +162,10 @@ fn an_endless_plan_keeps_going_and_empty_steps_are_delivered() {
             indices_of(s.data.get("dense", 0).expect("dense"))
         })
         .collect();
-    assert_eq!(got, vec![vec![0, 1], vec![], vec![0, 1], vec![], vec![0, 1], vec![]]);
+    assert_eq!(
+        got,
+        vec![vec![0, 1], vec![], vec![0, 1], vec![], vec![0, 1], vec![]]
+    );
 }
 
 #[test]
@@ -193,5 +200,8 @@ fn a_short_step_that_cannot_split_into_the_views_is_refused() {
                 .collect()
         })
         .collect();
-    assert_eq!(steps, vec![vec![vec![0, 1], vec![2, 3]], vec![vec![4, 5], vec![6, 7]]]);
+    assert_eq!(
+        steps,
+        vec![vec![vec![0, 1], vec![2, 3]], vec![vec![4, 5], vec![6, 7]]]
+    );
 }

@@ -162,7 +162,8 @@ impl EpochPlan {
             p.batch_size(),
             p.stream().mode(),
             p.stream().seed(),
-            p.epochs().map_or_else(|| "None".to_string(), |e| e.to_string()),
+            p.epochs()
+                .map_or_else(|| "None".to_string(), |e| e.to_string()),
             p.drop_last(),
             p.step()
         )

@@ -18,8 +18,8 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use zring_loader::{
-    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Schedule,
-    Source, Step, Tensor, View,
+    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Schedule, Source,
+    Step, Tensor, View,
 };
 
 use crate::buffer::array_over;

@@ -76,9 +76,12 @@ impl EpochPlan {
         if rank >= world {
             return Err(SamplerError::RankOutOfRange { rank, world });
         }
-        let global = (self.batch as u64)
-            .checked_mul(world as u64)
-            .ok_or(SamplerError::GlobalBatchTooLarge { batch: self.batch, world })?;
+        let global = (self.batch as u64).checked_mul(world as u64).ok_or(
+            SamplerError::GlobalBatchTooLarge {
+                batch: self.batch,
+                world,
+            },
+        )?;
         let mut plan = Self {
             rank,
             world,
@@ -378,8 +381,9 @@ mod tests {
                     merged.push(batch);
                     s += 1;
                 }
-                let want: Vec<Vec<u64>> =
-                    (start..total).map(|k| base.batch(k).expect("step")).collect();
+                let want: Vec<Vec<u64>> = (start..total)
+                    .map(|k| base.batch(k).expect("step"))
+                    .collect();
                 assert_eq!(merged, want, "{workers} workers from {start}");
                 let counted: u64 = plans.iter().map(|p| p.steps().expect("finite")).sum();
                 assert_eq!(counted, total.saturating_sub(start));
