@@ -45,6 +45,9 @@ pub enum LoaderError {
     SamplerTooLong { sampler_len: u64, records: u64 },
     /// The sampler's batch cannot be cut into one equal shard per view.
     BatchNotDivisible { batch: usize, views: usize },
+    /// An epoch plan's short step (an epoch's last) cannot be cut into one equal
+    /// shard per view.
+    StepNotDivisible { records: usize, views: usize },
     /// An option value that cannot work (which, and why).
     InvalidOptions(OptionsError),
     /// A worker thread could not be started.
@@ -132,6 +135,11 @@ impl fmt::Display for LoaderError {
                 f,
                 "the sampler's batch of {batch} cannot be split into {views} equal shards \
                  (one per view); use a batch divisible by {views}"
+            ),
+            LoaderError::StepNotDivisible { records, views } => write!(
+                f,
+                "an epoch's last step holds {records} records, which cannot be split into \
+                 {views} equal shards (one per view); use drop_last or one view per stream"
             ),
             LoaderError::InvalidOptions(why) => write!(f, "invalid loader options: {why}"),
             LoaderError::Spawn(e) => write!(f, "cannot start a loader worker thread: {e}"),

@@ -1,7 +1,10 @@
-//! zring-loader: an endless, step-based, multi-stream prefetching loader over zring
-//! stores and the counter-based sampler.
+//! zring-loader: a step-based, multi-stream prefetching loader over zring stores and
+//! the counter-based sampler.
 //!
-//! Every step `t` draws one global batch, `sampler.fill(t)`; cuts it into one equal
+//! Every step `t` draws one global batch from the [`Schedule`]: a [`Sampler`]
+//! (`sampler.fill(t)`, endless) or an [`EpochPlan`] (epochs whose last step may be
+//! shorter; with `epochs` set a *finite* schedule, after whose last step the loader's
+//! `next()` returns `None`); cuts it into one equal
 //! contiguous shard per view (placement); gathers every stream of a shard with the
 //! same indices, so record `i` of every stream stays together; runs an optional
 //! transform; and delivers the step. Because the sampler is a pure function of the
@@ -13,6 +16,10 @@
 //! - [`Loader`] ([`loader`]): build with [`Loader::new`] or
 //!   [`Loader::with_transform`], iterate (`Iterator<Item = Result<Step<T>>>`), ask
 //!   [`Loader::step`], [`Loader::seek`], [`Loader::close`], [`Loader::stats`].
+//! - [`Schedule`] (`schedule`): a [`Sampler`] or an [`EpochPlan`]. A short step of
+//!   an epoch plan is a smaller batch (dense shape `(n / shards, ...)`); with several
+//!   views every step size must split into equal shards, or construction fails with
+//!   [`LoaderError::StepNotDivisible`].
 //! - [`View`] ([`view`]): one store at one placement (pageable or pinned buffers).
 //! - [`LoaderOptions`], [`Delivery`], [`Lookahead`] ([`options`]): workers,
 //!   prefetch, step or completion order, and how far ahead to read.
@@ -109,6 +116,9 @@
 
 #![deny(unsafe_code)]
 
+#[cfg(doc)]
+use zring_sampler::{EpochPlan, Sampler};
+
 mod batch;
 mod error;
 mod loader;
@@ -117,6 +127,7 @@ mod options;
 mod pipeline;
 mod produce;
 mod recycle;
+mod schedule;
 mod view;
 
 pub use batch::{Batch, Step, Tensor};
@@ -125,5 +136,6 @@ pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use recycle::PooledVec;
+pub use schedule::Schedule;
 pub use view::{Source, View};
 pub use zring_platform::bufpool::{BufPool, BufPoolStats, PooledBuf};

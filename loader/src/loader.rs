@@ -12,11 +12,13 @@ use crate::lookahead;
 use crate::options::LoaderOptions;
 use crate::pipeline::Threads;
 use crate::produce::{Factory, Scratch, TransformFn};
+use crate::schedule::Schedule;
 use crate::view::{Plan, View};
 
-/// An endless, step-based loader over several aligned streams; see the
-/// [crate docs](crate). Iterate it (`Iterator<Item = Result<Step<T>>>`); it never
-/// ends by itself, only after a failed step is delivered or after
+/// A step-based loader over several aligned streams; see the [crate docs](crate).
+/// Iterate it (`Iterator<Item = Result<Step<T>>>`). Over a [`Sampler`] it is endless;
+/// over a finite [`EpochPlan`](zring_sampler::EpochPlan) it ends after the plan's
+/// last step. It also ends after a failed step is delivered or after
 /// [`close`](Self::close).
 pub struct Loader<T = Batch> {
     factory: Arc<Factory<T>>,
@@ -69,11 +71,17 @@ impl Loader<Batch> {
     /// `streams` maps each name to its views, one per placement (`Store`s convert
     /// into pageable views). Every stream has the same number of views, every store
     /// holds the same number of records (record `i` of every stream belongs
-    /// together), and the sampler's batch is divisible by the number of views;
-    /// otherwise this fails with the matching [`LoaderError`]. The sampler may draw
-    /// from fewer records than the stores hold, not more. The loader starts at the
-    /// sampler's current [`step`](Sampler::step).
-    pub fn new<I, K, V>(streams: I, sampler: Sampler, options: LoaderOptions) -> Result<Self>
+    /// together), and the schedule's batch is divisible by the number of views (for
+    /// an epoch plan, its short last step too); otherwise this fails with the
+    /// matching [`LoaderError`]. The schedule may draw from fewer records than the
+    /// stores hold, not more. `schedule` is a [`Sampler`] (endless, a full batch
+    /// every step) or an [`EpochPlan`](zring_sampler::EpochPlan) (see
+    /// [`Schedule`]); the loader starts at its current step.
+    pub fn new<I, K, V>(
+        streams: I,
+        schedule: impl Into<Schedule>,
+        options: LoaderOptions,
+    ) -> Result<Self>
     where
         I: IntoIterator<Item = (K, V)>,
         K: Into<String>,
@@ -82,7 +90,7 @@ impl Loader<Batch> {
     {
         Self::build(
             collect_streams(streams),
-            sampler,
+            schedule.into(),
             options,
             Arc::new(|s: Step<Batch>| Ok(s.data)),
         )
@@ -95,7 +103,7 @@ impl<T: Send + 'static> Loader<T> {
     /// as [`LoaderError::Transform`] (or [`LoaderError::Panicked`]) at its step.
     pub fn with_transform<I, K, V, F>(
         streams: I,
-        sampler: Sampler,
+        schedule: impl Into<Schedule>,
         options: LoaderOptions,
         transform: F,
     ) -> Result<Self>
@@ -108,7 +116,7 @@ impl<T: Send + 'static> Loader<T> {
     {
         Self::build(
             collect_streams(streams),
-            sampler,
+            schedule.into(),
             options,
             Arc::new(transform),
         )
@@ -116,7 +124,7 @@ impl<T: Send + 'static> Loader<T> {
 
     fn build(
         streams: Vec<(String, Vec<View>)>,
-        sampler: Sampler,
+        schedule: Schedule,
         options: LoaderOptions,
         transform: Arc<TransformFn<T>>,
     ) -> Result<Self> {
@@ -125,10 +133,10 @@ impl<T: Send + 'static> Loader<T> {
                 workers: options.workers,
             }));
         }
-        let plan = Plan::new(streams, &sampler)?;
-        let start = sampler.step();
-        let options = lookahead::resolve(&options, &plan, &sampler.batch(start));
-        let factory = Arc::new(Factory::new(plan, sampler, &options, transform)?);
+        let plan = Plan::new(streams, &schedule)?;
+        let start = schedule.start();
+        let options = lookahead::resolve(&options, &plan, &schedule.indices(start));
+        let factory = Arc::new(Factory::new(plan, schedule, &options, transform)?);
         let run = Self::start(&factory, &options, start)?;
         Ok(Self {
             factory,
@@ -150,7 +158,8 @@ impl<T: Send + 'static> Loader<T> {
     }
 
     /// Moves to `step`: the next steps delivered are `step`, `step + 1`, ... exactly
-    /// as in an uninterrupted run from the same sampler. Steps made ahead are dropped
+    /// as in an uninterrupted run from the same schedule (past the end of a finite
+    /// one, iteration simply ends). Steps made ahead are dropped
     /// and the workers restarted. Also restarts a loader that delivered a failure or
     /// was closed. Fails only if a worker thread cannot be started.
     pub fn seek(&mut self, step: u64) -> Result<()> {
@@ -188,8 +197,17 @@ impl<T> Loader<T> {
     }
 
     /// The sampler the steps are drawn from (its own step counter is not used).
+    /// For an epoch plan, the stream its positions are read from (batch 1).
     pub fn sampler(&self) -> &Sampler {
-        &self.factory.sampler
+        match &self.factory.schedule {
+            Schedule::Sampler(s) => s,
+            Schedule::Epochs(p) => p.stream(),
+        }
+    }
+
+    /// The schedule the steps are drawn from (its own step counter is not used).
+    pub fn schedule(&self) -> &Schedule {
+        &self.factory.schedule
     }
 
     /// Stream names, in delivery order.
@@ -249,8 +267,9 @@ pub struct Pending;
 impl<T: Send + 'static> Iterator for Loader<T> {
     type Item = Result<Step<T>>;
 
-    /// The next step, waiting for it if needed. After a failed step has been
-    /// delivered, or after `close`, returns `None`.
+    /// The next step, waiting for it if needed. After the last step of a finite
+    /// schedule, after a failed step has been delivered, or after `close`, returns
+    /// `None`.
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.run {
             Run::Inline {
@@ -258,7 +277,7 @@ impl<T: Send + 'static> Iterator for Loader<T> {
                 finished,
                 scratch,
             } => {
-                if *finished {
+                if *finished || self.factory.schedule.is_past_end(*next) {
                     return None;
                 }
                 let slot = self.factory.make(*next, scratch);

@@ -15,6 +15,10 @@
 //! keeps the bound (steps inside the reorder buffer's window are at most `prefetch`)
 //! and saves a cross-thread wake-up per step when the workers cannot keep up.
 //!
+//! Over a finite schedule, no step at or past its end is claimed: a worker that
+//! draws such a number exits, and the consumer's iteration ends once every earlier
+//! step was delivered.
+//!
 //! A failed step is handed over like any other. Once it exists, no worker starts a
 //! later step and later finished steps are dropped; the consumer receives every step
 //! before the failure, then the failure, then the end. Stopping sets a flag and wakes
@@ -69,9 +73,24 @@ struct Shared<T> {
     stop: AtomicBool,
     prefetch: usize,
     delivery: Delivery,
+    /// The step after a finite schedule's last (`None`: endless). No step at or
+    /// past it is claimed, and the consumer's iteration ends there.
+    end: Option<u64>,
 }
 
 impl<T> Shared<T> {
+    fn past_end(&self, step: u64) -> bool {
+        self.end.is_some_and(|end| step >= end)
+    }
+
+    /// Whether every step of a finite schedule was delivered.
+    fn delivered_all(&self, st: &State<T>) -> bool {
+        self.past_end(match self.delivery {
+            Delivery::StepOrder => st.next,
+            Delivery::CompletionOrder => st.watermark,
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         // Every critical section leaves the state consistent, and none can panic
         // while holding it except by a bug; keep going rather than cascade.
@@ -133,7 +152,7 @@ impl<T> Shared<T> {
                 Delivery::StepOrder => step.wrapping_sub(st.next) < self.prefetch as u64,
                 Delivery::CompletionOrder => true,
             };
-            if !fits || step > self.failed.load(Ordering::Acquire) {
+            if !fits || step > self.failed.load(Ordering::Acquire) || self.past_end(step) {
                 return None;
             }
             match self.claim.compare_exchange_weak(
@@ -217,6 +236,7 @@ impl<T: Send + 'static> Threads<T> {
         start: u64,
     ) -> Result<Self> {
         let (workers, prefetch, delivery) = (opts.workers, opts.prefetch, opts.delivery);
+        let end = factory.schedule.end();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 next: start,
@@ -237,6 +257,7 @@ impl<T: Send + 'static> Threads<T> {
             stop: AtomicBool::new(false),
             prefetch,
             delivery,
+            end,
         });
         let mut threads = Self {
             shared,
@@ -293,7 +314,7 @@ impl<T> Threads<T> {
         let shared = &*self.shared;
         let mut st = shared.lock();
         loop {
-            if st.finished || st.stopped {
+            if st.finished || st.stopped || shared.delivered_all(&st) {
                 return Some(None);
             }
             if let Some(slot) = shared.pop(&mut st) {
@@ -397,7 +418,7 @@ fn work<T>(shared: &Shared<T>, factory: &Factory<T>) {
     let mut scratch = factory.scratch();
     while !shared.stop.load(Ordering::Acquire) {
         let step = shared.claim.fetch_add(1, Ordering::Relaxed);
-        if step > shared.failed.load(Ordering::Acquire) {
+        if step > shared.failed.load(Ordering::Acquire) || shared.past_end(step) {
             break;
         }
         let slot = factory.make(step, &mut scratch);

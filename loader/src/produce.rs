@@ -1,19 +1,18 @@
-//! Making one step: draw the global batch, gather every stream of every shard into
+//! Making one step: draw the step's records from the schedule, gather every stream of every shard into
 //! pooled buffers, run the transform. Shared by the worker threads and by the
 //! `workers = 0` mode; holds no lock while it works.
 
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 
-use zring_engine::RaggedLayout;
-use zring_platform::{BufPool, BufPoolOptions};
-use zring_sampler::Sampler;
-
 use crate::batch::{Batch, Step, Tensor};
 use crate::error::{LoaderError, OptionsError, Result, TransformError};
 use crate::options::LoaderOptions;
 use crate::recycle::VecPool;
+use crate::schedule::Schedule;
 use crate::view::{Kind, Plan, StreamPlan};
+use zring_engine::RaggedLayout;
+use zring_platform::{BufPool, BufPoolOptions};
 
 /// The transform from a gathered step to what the consumer receives.
 pub(crate) type TransformFn<T> = dyn Fn(Step<Batch>) -> Result<T, TransformError> + Send + Sync;
@@ -21,7 +20,7 @@ pub(crate) type TransformFn<T> = dyn Fn(Step<Batch>) -> Result<T, TransformError
 /// Everything needed to make any step; shared read-only by all workers.
 pub(crate) struct Factory<T> {
     pub(crate) plan: Plan,
-    pub(crate) sampler: Sampler,
+    pub(crate) schedule: Schedule,
     pub(crate) pageable: BufPool,
     pub(crate) pinned: Option<BufPool>,
     tensors: VecPool<Tensor>,
@@ -38,7 +37,7 @@ pub(crate) struct Scratch {
 impl<T> Factory<T> {
     pub(crate) fn new(
         plan: Plan,
-        sampler: Sampler,
+        schedule: Schedule,
         opts: &LoaderOptions,
         transform: Arc<TransformFn<T>>,
     ) -> Result<Self> {
@@ -68,14 +67,14 @@ impl<T> Factory<T> {
             cu_seqlens: VecPool::new(steps * plan.ragged_per_step()),
             shapes: VecPool::new(steps * plan.ragged_per_step()),
             plan,
-            sampler,
+            schedule,
             transform,
         })
     }
 
     pub(crate) fn scratch(&self) -> Scratch {
         Scratch {
-            indices: vec![0; self.sampler.batch_size()],
+            indices: Vec::with_capacity(self.schedule.batch_size()),
         }
     }
 
@@ -101,14 +100,18 @@ impl<T> Factory<T> {
 
     fn make_inner(&self, step: u64, scratch: &mut Scratch) -> Result<Step<T>> {
         let indices = &mut scratch.indices;
-        self.sampler
+        self.schedule
             .fill(step, indices)
             .map_err(|source| LoaderError::Sampler { step, source })?;
         let plan = &self.plan;
+        // Every step size splits equally into the shards (checked by the plan); an
+        // epoch's last step may be shorter than the batch, even empty.
+        let shard_len = indices.len() / plan.shards;
         let mut tensors = self.tensors.take();
         tensors.vec.reserve(plan.buffers_per_step());
         for stream in &plan.streams {
-            for (k, shard) in indices.chunks_exact(plan.shard_len).enumerate() {
+            for k in 0..plan.shards {
+                let shard = &indices[k * shard_len..(k + 1) * shard_len];
                 let tensor = self.gather(stream, k, shard, step)?;
                 tensors.vec.push(tensor);
             }
@@ -144,12 +147,31 @@ impl<T> Factory<T> {
         };
         let store = view.source();
         match &stream.kind {
-            Kind::Dense { shard_bytes, shape } => {
-                let mut data = pool.get_exact(*shard_bytes).map_err(buffer_err)?;
+            Kind::Dense {
+                shard_bytes,
+                shape,
+                item_bytes,
+            } => {
+                let full = shape.first() == Some(&indices.len());
+                // A short shard (an epoch's last step) has its own size and shape;
+                // it is no larger than a full one, so the product cannot overflow.
+                let bytes = if full {
+                    *shard_bytes
+                } else {
+                    item_bytes * indices.len()
+                };
+                let mut data = pool.get_exact(bytes).map_err(buffer_err)?;
                 store.gather(indices, &mut data).map_err(gather_err)?;
+                let shape = if full {
+                    Arc::clone(shape)
+                } else {
+                    std::iter::once(indices.len())
+                        .chain(shape.iter().skip(1).copied())
+                        .collect()
+                };
                 Ok(Tensor::Dense {
                     data,
-                    shape: Arc::clone(shape),
+                    shape,
                     dtype: stream.dtype,
                 })
             }

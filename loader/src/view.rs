@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
+use crate::error::{LoaderError, OptionsError, Result};
+use crate::schedule::Schedule;
 use zring_engine::dataset::DatasetField;
 use zring_engine::{DType, Layout, RaggedLayout, Schema, Store};
-use zring_sampler::Sampler;
-
-use crate::error::{LoaderError, OptionsError, Result};
 
 /// What a view reads: a store, or one field of a dataset (read like a store).
 #[derive(Clone, Debug)]
@@ -142,10 +141,13 @@ impl From<DatasetField> for View {
 /// How one stream's shard is gathered.
 #[derive(Debug)]
 pub(crate) enum Kind {
-    /// `shard_bytes` per shard, delivered with `shape = (shard_len, *item_shape)`.
+    /// `shard_bytes` per full shard, delivered with `shape = (shard_len,
+    /// *item_shape)`; a shorter shard (an epoch's last step) has `item_bytes` per
+    /// record and its own shape.
     Dense {
         shard_bytes: usize,
         shape: Arc<[usize]>,
+        item_bytes: usize,
     },
     Ragged {
         ndim: usize,
@@ -172,8 +174,8 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
-    /// Checks the streams against each other and against the sampler.
-    pub(crate) fn new(streams: Vec<(String, Vec<View>)>, sampler: &Sampler) -> Result<Self> {
+    /// Checks the streams against each other and against the schedule.
+    pub(crate) fn new(streams: Vec<(String, Vec<View>)>, schedule: &Schedule) -> Result<Self> {
         let (first_name, first_views) = match streams.first() {
             Some((n, v)) => (n.clone(), v),
             None => return Err(LoaderError::NoStreams),
@@ -220,6 +222,7 @@ impl Plan {
                 // The batch axis is prepended once the shard length is known.
                 Layout::Dense { item_shape } => Kind::Dense {
                     shard_bytes: 0,
+                    item_bytes: 0,
                     shape: item_shape
                         .iter()
                         .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
@@ -233,25 +236,37 @@ impl Plan {
                 dtype: schema.dtype,
             });
         }
-        if sampler.len() > records {
+        if schedule.len() > records {
             return Err(LoaderError::SamplerTooLong {
-                sampler_len: sampler.len(),
+                sampler_len: schedule.len(),
                 records,
             });
         }
-        let batch = sampler.batch_size();
+        let batch = schedule.batch_size();
         if batch % shards != 0 {
             return Err(LoaderError::BatchNotDivisible {
                 batch,
                 views: shards,
             });
         }
+        // An epoch's last step may be shorter: it must split equally too.
+        if let Some(&records) = schedule.batch_lens().iter().find(|&&n| n % shards != 0) {
+            return Err(LoaderError::StepNotDivisible {
+                records,
+                views: shards,
+            });
+        }
         let shard_len = batch / shards;
         for p in &mut plans {
-            if let Kind::Dense { shard_bytes, shape } = &mut p.kind {
+            if let Kind::Dense {
+                shard_bytes,
+                shape,
+                item_bytes: record_bytes,
+            } = &mut p.kind
+            {
                 let item_bytes = p.views[0].store.schema().item_bytes().unwrap_or(0);
-                let bytes = usize::try_from(item_bytes)
-                    .ok()
+                let width = usize::try_from(item_bytes).ok();
+                let bytes = width
                     .and_then(|w| w.checked_mul(shard_len))
                     .ok_or_else(|| {
                         LoaderError::InvalidOptions(OptionsError::ShardTooLarge {
@@ -261,6 +276,7 @@ impl Plan {
                         })
                     })?;
                 *shard_bytes = bytes;
+                *record_bytes = width.unwrap_or(0);
                 *shape = std::iter::once(shard_len)
                     .chain(shape.iter().copied())
                     .collect();

@@ -17,14 +17,16 @@ draw:
              this process it calls __getitems__ once per batch directly
   zring-dl-torchsampler  torch DataLoader with torch's BatchSampler(RandomSampler)
              (lists of ints) instead of zring's
+  IterableDataset  zring.torch.IterableDataset (shuffled, endless, prefetch default)
+             iterated directly, as with num_workers=0
   npy-dl     torch DataLoader(plain Dataset over np.load(mmap_mode="r"), batch_size=256,
              shuffle=True): __getitem__ returns torch.from_numpy(np.array(mm[i]));
              default collation (W1); W3 records differ in length, which default_collate
              refuses, so there collate_fn packs them (torch.cat + offsets), the output
              zring gives
 
-Reported: batches/s of each and the ratios zring-dl / gather (target >= 0.9) and
-zring-dl / npy-dl (target >= 3).
+Reported: batches/s of each and the ratios zring-dl / gather (target >= 0.9),
+zring-dl / npy-dl (target >= 3) and IterableDataset / gather.
 
     python python/bench/bench_torch.py            # full sizes (~0.9 GB under --dir)
     python python/bench/bench_torch.py --quick    # small sizes, a smoke test
@@ -140,8 +142,12 @@ def contenders(d, name):
     else:
         plain = NpyRagged(os.path.join(d, "w3-values.npy"), os.path.join(d, "w3-offsets.npy"))
         npy = lambda: torch.utils.data.DataLoader(plain, batch_size=BATCH, shuffle=True, collate_fn=pack)  # noqa: E731
+    def iterable():
+        return iter(zt.IterableDataset({"x": store}, BATCH, seed=3))
+
     return {
         "gather": gather(),
+        "IterableDataset": iterable(),
         "zring-dl": endless(zring_dl),
         "zring.torch.DataLoader": endless(zring_torch_dl),
         "zring-dl-torchsampler": endless(zring_dl_torch),
@@ -191,6 +197,7 @@ def main():
         print(f"  zring-dl-torchsampler / gather = {rates['zring-dl-torchsampler'] / rates['gather']:.2f}")
         zdl = rates["zring.torch.DataLoader"]
         print(f"  zring.torch.DataLoader / gather = {zdl / rates['gather']:.2f}, / npy-dl = {zdl / rates['npy-dl']:.2f}")
+        print(f"  IterableDataset / gather = {rates['IterableDataset'] / rates['gather']:.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -6,6 +6,7 @@
 //!   engine's gathers.
 //! - [`writer`]: `DenseWriter`, `RaggedWriter`: batches in, one published store out.
 //! - [`sampler`]: `Sampler` and `Sampler.Mode` over zring_sampler.
+//! - [`epochs`]: `_EpochPlan` (epochs of steps, finite or endless) over zring_sampler.
 //! - [`loader`]: `_Loader` (wrapped by `zring.Loader`) over zring-loader.
 //! - [`dataset`]: `_Dataset`, `_DatasetField` and `_DatasetBuilder` (wrapped by
 //!   `zring.open_dataset` / `zring.write_dataset`).
@@ -32,6 +33,7 @@ mod dataset;
 mod dense;
 mod dict;
 mod dtype;
+mod epochs;
 mod errors;
 mod index;
 mod input;
@@ -63,6 +65,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<writer::DenseWriter>()?;
     m.add_class::<writer::RaggedWriter>()?;
     m.add_class::<sampler::Sampler>()?;
+    m.add_class::<epochs::EpochPlan>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<sampler::PyMode>()?;
     m.add_class::<buffer::EngineBuffer>()?;

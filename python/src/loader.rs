@@ -18,13 +18,14 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use zring_loader::{
-    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Source, Step,
-    Tensor, View,
+    Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Schedule, Source,
+    Step, Tensor, View,
 };
 
 use crate::buffer::array_over;
 use crate::dataset::PyDatasetField;
 use crate::dtype;
+use crate::epochs::EpochPlan;
 use crate::errors;
 use crate::interrupt;
 use crate::ragged::ragged_batch;
@@ -78,9 +79,11 @@ enum Next {
 
 /// The native loader behind `zring.Loader` (see its documentation).
 ///
-/// An endless loader: every step draws one global batch from the sampler, splits it
+/// Every step draws one global batch from the sampler (endless) or one step of an
+/// `_EpochPlan` (finite or endless; an epoch's last step may be shorter), splits it
 /// into one equal contiguous shard per view, gathers every stream of a shard with
 /// the same indices, and yields a list of shard dicts `{name: ndarray | RaggedBatch}`.
+/// A finite plan's loader raises `StopIteration` after its last step.
 #[pyclass(subclass, weakref, module = "zring._zring", name = "_Loader")]
 pub struct Loader {
     inner: Arc<Mutex<Option<Inner>>>,
@@ -96,7 +99,7 @@ impl Loader {
     fn new(
         py: Python<'_>,
         streams: &Bound<'_, PyDict>,
-        sampler: &Bound<'_, Sampler>,
+        sampler: &Bound<'_, PyAny>,
         workers: usize,
         prefetch: usize,
         transform: Option<Py<PyAny>>,
@@ -140,7 +143,20 @@ impl Loader {
             });
             rust_streams.push((name.to_str()?.to_string(), rust_views));
         }
-        let sampler = sampler.get().snapshot();
+        let sampler: Schedule = if let Ok(s) = sampler.cast::<Sampler>() {
+            s.get().snapshot().into()
+        } else if let Ok(p) = sampler.cast::<EpochPlan>() {
+            p.get().snapshot().into()
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "sampler must be a zring.Sampler or an epoch plan, got {}",
+                sampler
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            )));
+        };
         let delivery = if ordered {
             Delivery::StepOrder
         } else {
@@ -193,7 +209,8 @@ impl Loader {
 
     /// The next step (waiting for it without the GIL, and for Ctrl-C: a
     /// `KeyboardInterrupt` while waiting consumes no step); `StopIteration` after a
-    /// failed step was raised, `ClosedError` once closed.
+    /// finite plan's last step or after a failed step was raised, `ClosedError` once
+    /// closed.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let inner = Arc::clone(&self.inner);
         let next = interrupt::wait(py, move |limit| {

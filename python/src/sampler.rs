@@ -48,7 +48,7 @@ impl From<Mode> for PyMode {
     }
 }
 
-fn parse_mode(obj: &Bound<'_, PyAny>) -> PyResult<Mode> {
+pub(crate) fn parse_mode(obj: &Bound<'_, PyAny>) -> PyResult<Mode> {
     if let Ok(m) = obj.cast::<PyMode>() {
         return Ok((*m.get()).into());
     }

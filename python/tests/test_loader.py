@@ -343,3 +343,70 @@ def test_closed_store_cannot_join_a_loader(stores):
     img.close()
     with pytest.raises(zring.ClosedError):
         zring.Loader({"image": [img]}, zring.Sampler(N, 4, "iid"))
+
+
+def reference_indices(n, batch, mode, seed, drop_last, rank, world, step):
+    """The epoch plan as zring._data.Plan computed it in Python before it ran on
+    the Rust plan: the reference its ids must keep matching."""
+    g = batch * world
+    full, rest = divmod(n, g)
+    spe = full + (1 if rest and not drop_last else 0)
+    epoch, j = divmod(step, spe)
+    base = epoch * n + j * g
+    size = min(g, n - j * g)
+    if size == g:
+        lo, hi = rank * batch, (rank + 1) * batch
+    else:
+        lo, hi = size * rank // world, size * (rank + 1) // world
+    return zring.Sampler(n, 1, mode, seed=seed).positions(base + lo, hi - lo)
+
+
+@pytest.mark.parametrize("mode", ["cyclic", "sequential", "iid"])
+def test_the_epoch_plan_matches_the_python_reference(mode):
+    from zring._data import Plan
+
+    for n, batch, world, drop_last in [(103, 8, 1, False), (103, 8, 3, False), (103, 8, 3, True),
+                                       (7, 2, 3, False), (64, 16, 2, False), (5, 9, 1, False)]:
+        for rank in range(world):
+            plan = Plan(n, batch, mode=mode, seed=4, epochs=3, drop_last=drop_last, rank=rank, world=world)
+            for step in range(plan.total_steps):
+                want = reference_indices(n, batch, mode, 4, drop_last, rank, world, step)
+                np.testing.assert_array_equal(plan.indices(step), want)
+                assert plan.indices(step).dtype == np.uint64
+            with pytest.raises(IndexError):
+                plan.indices(plan.total_steps)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_finite_epoch_plan_ends_and_delivers_exactly_the_planned_ids(stores, workers):
+    from zring._data import Plan
+
+    img, lbl, tok, images = stores
+    # 64 records, 5 per rank, 3 ranks: global steps of 15, the last (4 records)
+    # split 1/1/2; rank 2's worker 1 of 2 makes steps 1, 3, 5, ... from step 2 on.
+    plan = Plan(N, 5, mode="cyclic", seed=2, epochs=2, rank=2, world=3)
+    schedule = plan.schedule(2, 1, 2)
+    want = [plan.indices(k).astype(np.int64).tolist() for k in plan.worker_steps(2, 1, 2)]
+    assert schedule.steps == len(want) and any(len(w) == 2 for w in want)
+    streams = {"image": img, "label": lbl, "tokens": tok}
+    with zring.Loader(streams, schedule, workers=workers, prefetch=2) as loader:
+        got = []
+        for (shard,) in loader:
+            check_aligned(shard, images)
+            got.append(shard["label"].tolist())
+        assert got == want
+        with pytest.raises(StopIteration):
+            next(loader)
+        assert loader.step == len(want)
+
+
+def test_an_epoch_plan_whose_short_step_cannot_split_is_refused(stores):
+    from zring._data import Plan
+
+    img, _, _, _ = stores
+    plan = Plan(N, 6, mode="sequential", epochs=1)  # 10 steps of 6, then 4
+    with zring.Loader({"image": [img, img]}, plan.schedule(0, 0, 1), workers=0) as loader:
+        assert [len(shards[0]["image"]) for shards in loader] == [3] * 10 + [2]
+    odd = Plan(N, 6, mode="sequential", epochs=1, rank=0, world=3)  # 3 steps of 18, 10 left: 3/3/4
+    with pytest.raises(zring.InvalidArgumentError, match="cannot be split"):
+        zring.Loader({"image": [img, img]}, odd.schedule(0, 0, 1), workers=0)

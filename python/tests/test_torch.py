@@ -284,3 +284,45 @@ def test_torchdata_stateful_dataloader_resumes_exactly(fields, workers):
     dl.load_state_dict(state)
     rest = [b["id"].tolist() for _, b in zip(range(13), dl)]
     assert first + rest == want
+
+
+@pytest.mark.parametrize("ragged", ["offsets", "padded", "nested"])
+def test_iteration_runs_a_zring_loader_and_equals_the_batch_function(fields, ragged, monkeypatch):
+    # Rank 1 of 3, batch 8: global steps of 24, the last of each epoch (7 records)
+    # split 2/2/3: a short step per epoch, gathered by the Rust loader.
+    paths, _, _ = fields
+    made = []
+    real = zt.Loader
+
+    def spy(*args, **kwargs):
+        loader = real(*args, **kwargs)
+        made.append((loader, loader.options["workers"]))
+        return loader
+
+    monkeypatch.setattr(zt, "Loader", spy)
+    for prefetch in (0, 2):
+        ds = zt.IterableDataset(paths, 8, seed=6, epochs=2, rank=1, world_size=3, ragged=ragged,
+                                prefetch=prefetch)
+        got = list(ds)
+        assert len(got) == len(ds) == 10 and len(got[4]["id"]) == 2
+        for step, b in enumerate(got):
+            want = ds.batch(step)
+            assert b["id"].tolist() == want["id"].tolist()
+            assert torch.equal(b["image"], want["image"])
+            if ragged == "offsets":
+                assert all(torch.equal(x, y) for x, y in zip(b["tokens"], want["tokens"]))
+            elif ragged == "padded":
+                assert torch.equal(b["tokens"].values, want["tokens"].values)
+            else:
+                assert [t.tolist() for t in b["tokens"].unbind()] == [t.tolist() for t in want["tokens"].unbind()]
+        loader, workers = made[-1]
+        assert loader.closed  # the finite loader ended and was closed
+        assert workers == (1 if prefetch else 0)
+    # The dataset pickles after iterating (the loader is never kept on it), with its
+    # position: at the end; from step 4 on it repeats the batches.
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(ds))
+    assert ids_of(copy) == []
+    copy.load_state_dict({"step": 4})
+    assert ids_of(copy) == ids_of(got[4:])

@@ -38,6 +38,28 @@ pub enum SamplerError {
     },
     /// A mode name that is not `sequential`, `iid` or `cyclic`.
     UnknownMode(String),
+    /// An [`EpochPlan`](crate::EpochPlan) that drops its last partial step has no
+    /// step left: fewer records than one global step.
+    NoStep {
+        /// The number of records.
+        len: u64,
+        /// The global step size (`batch * world`).
+        global_batch: u64,
+    },
+    /// A step past the end of a finite [`EpochPlan`](crate::EpochPlan).
+    PastEnd {
+        /// The step asked for.
+        step: u64,
+    },
+    /// `batch * world` does not fit in 64 bits.
+    GlobalBatchTooLarge {
+        /// The per-rank batch size.
+        batch: usize,
+        /// The number of ranks.
+        world: usize,
+    },
+    /// A worker stride of 0.
+    ZeroStride,
 }
 
 impl fmt::Display for SamplerError {
@@ -66,6 +88,16 @@ impl fmt::Display for SamplerError {
                 f,
                 "unknown sampling mode {name:?} (expected \"sequential\", \"iid\" or \"cyclic\")"
             ),
+            Self::NoStep { len, global_batch } => write!(
+                f,
+                "drop_last with {len} records and a global batch of {global_batch} leaves no step"
+            ),
+            Self::PastEnd { step } => write!(f, "step {step} is past the end of the plan"),
+            Self::GlobalBatchTooLarge { batch, world } => write!(
+                f,
+                "the global batch ({batch} per rank x {world} ranks) is too large"
+            ),
+            Self::ZeroStride => write!(f, "a worker stride must be at least 1 (got 0)"),
         }
     }
 }

@@ -11,6 +11,9 @@
 //!   (or [`Sampler::batch`]), walk with [`Sampler::next_into`],
 //!   [`Sampler::next_batch`], [`Sampler::seek`] or as an endless
 //!   [`Iterator`], split with [`Sampler::shard`].
+//! - [`EpochPlan`]: the same stream cut into epochs (a last partial step per
+//!   epoch, split across ranks or dropped), finite or endless, with a worker
+//!   stride; what the framework adapters iterate.
 //! - [`Mode`]: [`Sequential`](Mode::Sequential), [`Iid`](Mode::Iid),
 //!   [`Cyclic`](Mode::Cyclic); parses from `"sequential"`, `"iid"`,
 //!   `"cyclic"`.
@@ -121,6 +124,7 @@
 #![deny(unsafe_code)]
 
 mod cyclic;
+mod epochs;
 mod error;
 // The permutation's AVX2 build: `unsafe` only to call a `#[target_feature]`
 // function after checking the CPU has the feature (see `Feistel::fill`).
@@ -134,6 +138,7 @@ mod mode;
 mod sampler;
 mod sequential;
 
+pub use epochs::EpochPlan;
 pub use error::SamplerError;
 pub use mode::Mode;
 pub use sampler::Sampler;

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
 
 import numpy as np
 
-from ._zring import DenseStore, RaggedStore, Sampler
+from ._zring import DenseStore, RaggedStore, Sampler, _EpochPlan
 from ._zring import _Store as Store
 from ._zring import open as _open
 
@@ -90,6 +90,8 @@ class Plan:
                 f"drop_last with {self.n} records and a global batch of "
                 f"{self.global_batch} leaves no step"
             )
+        self._plan = _EpochPlan(self.n, self.batch_size, self.sampler.mode, self.sampler.seed,
+                                epochs, self.drop_last, self.rank, self.world)
 
     @property
     def total_steps(self) -> int | None:
@@ -105,14 +107,7 @@ class Plan:
         total = self.total_steps
         if step < 0 or (total is not None and step >= total):
             raise IndexError(f"step {step} is outside the plan's {total} steps")
-        epoch, j = divmod(step, self.steps_per_epoch)
-        base = epoch * self.n + j * self.global_batch
-        size = min(self.global_batch, self.n - j * self.global_batch)
-        if size == self.global_batch:
-            lo, hi = self.rank * self.batch_size, (self.rank + 1) * self.batch_size
-        else:
-            lo, hi = size * self.rank // self.world, size * (self.rank + 1) // self.world
-        return self.sampler.positions(base + lo, hi - lo)
+        return self._plan.indices(step)
 
     def worker_steps(self, start: int, worker: int, workers: int) -> Iterator[int]:
         """Worker ``worker`` of ``workers`` makes steps ``start + worker``, then every
@@ -122,3 +117,11 @@ class Plan:
         while total is None or k < total:
             yield k
             k += workers
+
+    def schedule(self, start: int, worker: int, workers: int) -> _EpochPlan:
+        """The steps of :meth:`worker_steps` as a schedule for :class:`zring.Loader`:
+        its step ``s`` is this plan's step ``start + worker + s * workers`` (and it
+        ends with the plan when ``epochs`` is set)."""
+        if workers < 1 or not 0 <= worker < workers or start < 0:
+            raise ValueError(f"worker {worker} of {workers} from step {start} is not a worker share")
+        return self._plan.strided(start + worker, workers)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ._sampler_loader import IndexSampler, SamplerLoader
-from ._zring import Sampler, _Dataset, _Loader
+from ._zring import Sampler, _Dataset, _EpochPlan, _Loader
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -21,7 +21,7 @@ _live: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class Loader(_Loader):
-    """Endless, step-based, multi-stream prefetching loader.
+    """Step-based, multi-stream prefetching loader (endless over a ``Sampler``).
 
     ``Loader(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True,
     *, pinned=False, lookahead_bytes=None)``
@@ -38,7 +38,11 @@ class Loader(_Loader):
       ``zring.loaderx.Sampler``) works too: the loader is then a
       :class:`zring.SamplerLoader`, which draws from that very object under a lock
       and gathers in Python threads (same options but ``pinned``; ``seek`` needs
-      the sampler's own ``seek``).
+      the sampler's own ``seek``). An epoch plan (what ``zring.torch.IterableDataset``
+      passes: epochs whose last step may be shorter, split across ranks and
+      workers) is accepted too; a *finite* plan (``epochs`` set) makes the loader
+      raise ``StopIteration`` after its last step. With several views, every step
+      (the short one included) must split into equal shards.
     - ``workers``: Rust threads that each make whole steps (draw, gather, transform)
       in parallel, without the GIL for the gathers; ``0`` makes each step in the
       consumer's thread on demand. ``prefetch``: finished steps kept ready. Live
@@ -84,7 +88,7 @@ class Loader(_Loader):
     def __new__(
         cls,
         streams: Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]] | _Dataset,
-        sampler: Sampler,
+        sampler: Sampler | _EpochPlan,
         workers: int = 2,
         prefetch: int = 4,
         transform: Callable[[Shard], Any] | None = None,
@@ -105,14 +109,15 @@ class Loader(_Loader):
     ) -> SamplerLoader: ...
     def __new__(cls, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> Any:
         # A dataset stands for one stream per field (and is read like a store).
+        native = isinstance(sampler, (Sampler, _EpochPlan))
         if isinstance(streams, _Dataset):
-            if isinstance(sampler, Sampler):
+            if native:
                 streams = {name: streams.field(name) for name in streams.fields}
             else:
                 from ._dataset import FieldView
 
                 streams = {name: [FieldView(streams, name)] for name in streams.fields}
-        if not isinstance(sampler, Sampler):
+        if not native:
             loader = SamplerLoader(streams, sampler, *args, **kwargs)
             _live.add(loader)
             return loader

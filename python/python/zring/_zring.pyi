@@ -36,6 +36,7 @@ __all__ = [
     "DenseWriter",
     "RaggedWriter",
     "Sampler",
+    "_EpochPlan",
     "_Loader",
     "Mode",
     "EngineBuffer",
@@ -266,12 +267,43 @@ class Sampler:
     @property
     def world(self) -> int: ...
 
+@final
+class _EpochPlan:
+    def __new__(
+        cls,
+        length: int,
+        batch: int,
+        mode: Sampler.Mode | ModeName,
+        seed: int = 0,
+        epochs: int | None = None,
+        drop_last: bool = False,
+        rank: int = 0,
+        world: int = 1,
+        offset: int = 0,
+        stride: int = 1,
+    ) -> Self: ...
+    def indices(self, step: int) -> npt.NDArray[np.uint64]: ...
+    def strided(self, offset: int, stride: int) -> _EpochPlan: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+    def __setstate__(self, step: int) -> None: ...
+    def seek(self, step: int) -> None: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def steps(self) -> int | None: ...
+    @property
+    def steps_per_epoch(self) -> int: ...
+    @property
+    def length(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+
 @disjoint_base
 class _Loader:
     def __new__(
         cls,
         streams: Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]],
-        sampler: Sampler,
+        sampler: Sampler | _EpochPlan,
         workers: int = 2,
         prefetch: int = 4,
         transform: Callable[[Shard], Any] | None = None,

@@ -7,7 +7,8 @@
 - :class:`IterableDataset`: batches in one global order (epochs of a shuffled,
   sequential or IID sequence), split into disjoint deterministic parts across
   distributed ranks and DataLoader workers; finite (``epochs=``) or endless, and
-  resumable mid-epoch (``state_dict`` / ``load_state_dict``).
+  resumable mid-epoch (``state_dict`` / ``load_state_dict``). Its batches are
+  gathered by zring's Rust :class:`zring.Loader` (one per iteration, per worker).
 - :class:`DataLoader`: ``torch.utils.data.DataLoader`` that counts the batches it
   delivered, so ``state_dict()`` resumes an :class:`IterableDataset` exactly, with
   the same or another number of workers.
@@ -28,8 +29,6 @@ where each store reopens on first use (and checks it is still the same file).
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import os
 from typing import (
     TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeVar,
@@ -44,6 +43,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without tor
 import numpy as np
 
 from ._data import Plan, as_int_indices, open_fields, rank_and_world
+from ._loader import Loader
 from ._ragged import RaggedBatch
 
 if TYPE_CHECKING:
@@ -245,10 +245,18 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
       directly (or with ``num_workers=0``) the dataset counts itself; with worker
       processes use :class:`zring.torch.DataLoader`, whose ``state_dict`` counts the
       batches it delivered.
-    - ``prefetch``: batches made ahead on a background thread of each process
-      (zring's gathers release the GIL, so reading overlaps the training step);
-      ``0`` makes each batch when asked.
+    - ``prefetch``: batches gathered ahead by a :class:`zring.Loader` worker thread
+      in each process (Rust, without the GIL, so reading overlaps the training
+      step); ``0`` gathers each batch when asked, in the consumer's thread.
     - Each batch is ``{name: tensor | Ragged | Padded | nested tensor}``.
+
+    Iterating builds a :class:`zring.Loader` over the fields (lazily, in the process
+    that iterates: the dataset pickles without it) whose schedule is this rank's
+    and this worker's share of the plan; a finite plan (``epochs``) makes it end
+    after its last step. The loader gathers; the conversion to tensors and
+    ``transform`` run in the iterating thread as each batch is taken, so the
+    transform sees the batches in step order and an exception it raises surfaces
+    at its own step, after every earlier batch.
     """
 
     def __init__(
@@ -320,14 +328,29 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
     def __iter__(self) -> Iterator[Any]:
         info = _tud.get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
-        steps = self.plan.worker_steps(self._step, wid, nw)
-        for step, batch in _ahead(self.batch, steps, self.prefetch):
-            # Counted before the yield, so that state_dict() taken after this batch
-            # resumes with the next one: the start from which this worker's next
-            # step is `start + wid` (in the main process simply `step + 1`; in a
-            # worker, what torchdata's StatefulDataLoader saves and gives back).
-            self._step = step + nw - wid
-            yield batch
+        start = self._step
+        schedule = self.plan.schedule(start, wid, nw)
+        # prefetch=0: no thread, each batch gathered when asked; else one Rust worker
+        # keeps up to `prefetch` batches ready (the consumer helps when it waits).
+        workers, ready = (1, self.prefetch) if self.prefetch else (0, 1)
+        loader = Loader(self.fields, schedule, workers=workers, prefetch=ready)
+        try:
+            for s, shards in enumerate(loader):
+                out = {
+                    name: _convert(value, self.ragged, self.pad_value)
+                    for name, value in shards[0].items()
+                }
+                batch = self.transform(out) if self.transform is not None else out
+                # Counted before the yield, so that state_dict() taken after this
+                # batch resumes with the next one: the start from which this
+                # worker's next step is `start + wid` (in the main process simply
+                # `step + 1`; in a worker, what torchdata's StatefulDataLoader saves
+                # and gives back).
+                step = start + wid + s * nw
+                self._step = step + nw - wid
+                yield batch
+        finally:
+            loader.close()
 
     def state_dict(self) -> dict[str, Any]:
         """Where to resume: the next step, and what defines the order (checked)."""
@@ -383,32 +406,6 @@ class BatchSampler(_tud.Sampler):  # type: ignore[misc]
         base = self.epoch * self.plan.steps_per_epoch
         for j in range(self.plan.steps_per_epoch):
             yield self.plan.indices(base + j)
-
-
-def _ahead(
-    make: Callable[[int], _T], steps: Iterable[int], depth: int
-) -> Iterator[tuple[int, _T]]:
-    """``(step, make(step))`` for every step, with up to ``depth`` batches made ahead
-    on a background thread (zring's gathers release the GIL, so they overlap the
-    caller's work). Errors surface at their step, in order."""
-    if depth == 0:
-        for step in steps:
-            yield step, make(step)
-        return
-    pending: collections.deque[tuple[int, concurrent.futures.Future[_T]]] = collections.deque()
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="zring-prefetch") as pool:
-        try:
-            for step in steps:
-                pending.append((step, pool.submit(make, step)))
-                if len(pending) > depth:
-                    s, f = pending.popleft()
-                    yield s, f.result()
-            while pending:
-                s, f = pending.popleft()
-                yield s, f.result()
-        finally:
-            for _, f in pending:
-                f.cancel()
 
 
 class DataLoader(_tud.DataLoader):  # type: ignore[misc]

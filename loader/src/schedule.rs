@@ -1,0 +1,101 @@
+//! What a loader's steps are drawn from: an endless [`Sampler`] (a full batch every
+//! step) or an [`EpochPlan`] (epochs with a smaller last step, finite or endless).
+
+use zring_sampler::{EpochPlan, Sampler, SamplerError};
+
+/// The step schedule of a loader. Both kinds are pure functions of the step
+/// number, so workers make steps independently and `seek` is exact.
+///
+/// - [`Schedule::Sampler`]: every step is a full batch, forever.
+/// - [`Schedule::Epochs`]: a step may hold fewer records than the nominal batch
+///   (an epoch's last step); with `epochs` the schedule is *finite*: the loader
+///   delivers its steps, then ends (`next()` returns `None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    Sampler(Sampler),
+    Epochs(EpochPlan),
+}
+
+impl From<Sampler> for Schedule {
+    fn from(s: Sampler) -> Self {
+        Schedule::Sampler(s)
+    }
+}
+
+impl From<EpochPlan> for Schedule {
+    fn from(p: EpochPlan) -> Self {
+        Schedule::Epochs(p)
+    }
+}
+
+impl Schedule {
+    /// The step the loader starts at (the schedule's own counter).
+    pub fn start(&self) -> u64 {
+        match self {
+            Schedule::Sampler(s) => s.step(),
+            Schedule::Epochs(p) => p.step(),
+        }
+    }
+
+    /// Records the schedule draws from.
+    #[allow(clippy::len_without_is_empty)] // never empty: len >= 1
+    pub fn len(&self) -> u64 {
+        match self {
+            Schedule::Sampler(s) => s.len(),
+            Schedule::Epochs(p) => p.len(),
+        }
+    }
+
+    /// The largest number of records of a step (the nominal batch).
+    pub fn batch_size(&self) -> usize {
+        match self {
+            Schedule::Sampler(s) => s.batch_size(),
+            Schedule::Epochs(p) => p.batch_size(),
+        }
+    }
+
+    /// Every size a step can have.
+    pub fn batch_lens(&self) -> Vec<usize> {
+        match self {
+            Schedule::Sampler(s) => vec![s.batch_size()],
+            Schedule::Epochs(p) => p.batch_lens(),
+        }
+    }
+
+    /// The step after the last one, `None` if endless.
+    pub fn end(&self) -> Option<u64> {
+        match self {
+            Schedule::Sampler(_) => None,
+            Schedule::Epochs(p) => p.steps(),
+        }
+    }
+
+    /// Whether `step` is past the end.
+    pub(crate) fn is_past_end(&self, step: u64) -> bool {
+        self.end().is_some_and(|end| step >= end)
+    }
+
+    /// Sets `out` to the record ids of `step` (resizing it: a step may be short).
+    pub fn fill(&self, step: u64, out: &mut Vec<u64>) -> Result<(), SamplerError> {
+        match self {
+            Schedule::Sampler(s) => {
+                out.resize(s.batch_size(), 0);
+                s.fill(step, out)
+            }
+            Schedule::Epochs(p) => {
+                let n = p.batch_len(step).ok_or(SamplerError::PastEnd { step })?;
+                out.resize(n, 0);
+                p.fill(step, out)
+            }
+        }
+    }
+
+    /// The record ids of `step` (empty past the end).
+    pub fn indices(&self, step: u64) -> Vec<u64> {
+        let mut out = Vec::new();
+        if self.fill(step, &mut out).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
