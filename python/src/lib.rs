@@ -37,6 +37,7 @@ mod index;
 mod input;
 mod interrupt;
 mod loader;
+mod pin;
 mod ragged;
 mod sampler;
 mod store;
