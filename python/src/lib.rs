@@ -37,6 +37,7 @@ mod index;
 mod input;
 mod interrupt;
 mod loader;
+mod open;
 mod pin;
 mod ragged;
 mod sampler;
@@ -71,8 +72,8 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDatasetField>()?;
     m.add_class::<dataset::PyDatasetBuilder>()?;
     m.add_function(wrap_pyfunction!(dataset::_collect_garbage, m)?)?;
-    m.add_function(wrap_pyfunction!(store::open_store, m)?)?;
-    m.add_function(wrap_pyfunction!(store::unpickle_store, m)?)?;
+    m.add_function(wrap_pyfunction!(open::open_store, m)?)?;
+    m.add_function(wrap_pyfunction!(open::unpickle_store, m)?)?;
     m.add_function(wrap_pyfunction!(dict::train_dict, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::trim_buffers, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::_buffer_pool_stats, m)?)?;

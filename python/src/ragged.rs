@@ -8,8 +8,7 @@ use numpy::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PySlice, PyTuple, PyType};
+use pyo3::types::{PySlice, PyTuple};
 use zring_engine::{RaggedLayout, Store};
 
 use crate::buffer::{self, array_over};
@@ -17,7 +16,7 @@ use crate::errors;
 use crate::index::{self, Selection};
 use crate::interrupt::{self, RECORD_COST};
 use crate::pin::{Pinned, PinnedMut};
-use crate::store::{check_out, open, StoreBase};
+use crate::store::{batch_class, check_out, open, StoreBase};
 
 /// A store of variable-shape records of `ndim` dimensions, opened for reading.
 ///
@@ -271,14 +270,6 @@ fn ragged_out<'py>(
         .get_item(PySlice::new(out.py(), 0, elems as isize, 1))?
         .cast_into::<PyUntypedArray>()?;
     Ok((pinned, view))
-}
-
-/// The Python `RaggedBatch` class, imported once. Ragged stores look it up when they
-/// are built (see `store::resolved_descr` for why not at the first read: a fork
-/// while another thread fills the cell would leave the child waiting on it).
-pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS.import(py, "zring._ragged", "RaggedBatch")
 }
 
 /// Builds a `RaggedBatch` from engine-validated parts (cu_seqlens and shapes become
