@@ -12,6 +12,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use zring_engine::DType;
+use zring_platform::file::Mapping;
 
 pub mod header;
 
@@ -69,7 +70,7 @@ pub struct NpyFile {
     path: PathBuf,
     header: NpyHeader,
     dtype: DType,
-    map: Option<memmap2::Mmap>,
+    map: Mapping,
     data_len: usize,
 }
 
@@ -125,22 +126,17 @@ impl NpyFile {
                 header.shape, dtype, header.data_offset
             )));
         }
-        let map = if data_len == 0 {
-            None
-        } else {
-            // SAFETY: the mapping is read-only and private to this process. Mapped
-            // input changes only if another process rewrites the .npy file while we
-            // pack it; truncation then raises SIGBUS, as with np.load(mmap_mode='r').
-            // That is the documented cost of packing without a copy.
-            let map =
-                unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io("mapping the .npy file", e))?;
-            #[cfg(unix)]
-            {
-                // Packing reads front to back: ask for aggressive readahead.
-                let _ = map.advise(memmap2::Advice::Sequential);
-            }
-            Some(map)
-        };
+        // Mapped, not copied: the data is read in place (see `Mapping` for what that
+        // relies on, a file nobody rewrites while it is packed).
+        let map = Mapping::new(&file).map_err(|e| io("mapping the .npy file", e))?;
+        // Packing reads front to back: ask for aggressive readahead.
+        map.advise_streaming();
+        if need.is_none_or(|need| (map.bytes().len() as u64) < need) {
+            return Err(bad(format!(
+                "the file shrank to {} bytes while it was opened",
+                map.bytes().len()
+            )));
+        }
         Ok(Self {
             path: path.to_path_buf(),
             header,
@@ -172,35 +168,25 @@ impl NpyFile {
 
     /// The array data, C order, little-endian.
     pub fn data(&self) -> &[u8] {
-        match &self.map {
-            Some(m) => &m[self.header.data_offset..self.header.data_offset + self.data_len],
-            None => &[],
-        }
+        let start = self.header.data_offset;
+        // The file was checked to hold the header and all the data when it was opened.
+        self.map
+            .bytes()
+            .get(start..start + self.data_len)
+            .unwrap_or(&[])
     }
 
     /// Drops the pages of data bytes `range` (rounded inward to 1 MiB, a multiple of
     /// every common page size) from this process's resident set once they have been
     /// consumed, so packing a file larger than memory keeps a flat RSS. The pages stay
     /// in the page cache, and a later read of the range faults them back in with the
-    /// same bytes. Best effort: failures are ignored.
+    /// same bytes (see [`Mapping::release`]). Best effort.
     pub fn release(&self, range: std::ops::Range<usize>) {
         const GRAIN: usize = 1 << 20;
-        let Some(map) = &self.map else { return };
         let start = (self.header.data_offset + range.start).next_multiple_of(GRAIN);
-        let end = ((self.header.data_offset + range.end).min(map.len()) / GRAIN) * GRAIN;
-        if start >= end {
-            return;
-        }
-        #[cfg(unix)]
-        {
-            // SAFETY: the mapping is a read-only MAP_SHARED view of a file, so
-            // MADV_DONTNEED only unmaps pages: any later access to the range (through
-            // a slice still borrowed from `data()`, say) faults in the file's bytes
-            // again, identical to before. Nothing reads different memory than it
-            // would have; the range lies inside the mapping.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-            };
+        let end = (self.header.data_offset + range.end) / GRAIN * GRAIN;
+        if start < end {
+            self.map.release(start..end);
         }
     }
 

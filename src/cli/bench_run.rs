@@ -41,7 +41,7 @@ pub(crate) fn gathers(store: &Store, table: &Table, args: &BenchArgs) -> CliResu
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = measure::cpu_time();
+        let cpu_before = zring_platform::cpu::process_cpu_time();
         let wall = Instant::now();
         let results = join_all(handles, "a gather job");
         let cpu = cpu_seconds_since(cpu_before);
@@ -171,7 +171,7 @@ pub(crate) fn gets(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = measure::cpu_time();
+        let cpu_before = zring_platform::cpu::process_cpu_time();
         let wall = Instant::now();
         while wall.elapsed() < budget {
             bar.set_position(wall.elapsed().as_millis() as u64);
@@ -272,6 +272,6 @@ fn join_all(
 
 /// CPU seconds of the whole process since `before`.
 pub(crate) fn cpu_seconds_since(before: Option<Duration>) -> Option<f64> {
-    let after = measure::cpu_time()?;
+    let after = zring_platform::cpu::process_cpu_time()?;
     Some(after.checked_sub(before?)?.as_secs_f64())
 }
