@@ -6,6 +6,13 @@ use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// CPU seconds of the whole process since `before` (a
+/// `zring_platform::cpu::process_cpu_time` reading).
+pub fn cpu_seconds_since(before: Option<Duration>) -> Option<f64> {
+    let after = zring_platform::cpu::process_cpu_time()?;
+    Some(after.checked_sub(before?)?.as_secs_f64())
+}
+
 /// What the copy baseline measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CopyBaseline {

@@ -97,7 +97,7 @@ pub fn create_store(
     timed += started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     // Over the whole write, generation included when it was not done first.
-    let cpu_seconds = super::bench_run::cpu_seconds_since(cpu_before);
+    let cpu_seconds = super::measure::cpu_seconds_since(cpu_before);
     Ok(WriteReport {
         logical_bytes: total,
         seconds: timed,
