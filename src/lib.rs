@@ -5,6 +5,11 @@
 //! runs the `zring` command line ([`run_cli`]), which the `zring` binary
 //! (`src/bin/zring.rs`) and the Python package's `zring` command both call. The
 //! command's modules (`src/cli/`) are private: they are not the library's API.
+//!
+//! No `unsafe` here: the system calls and mappings it needs are zring-platform's
+//! safe wrappers.
+#![deny(unsafe_code)]
+
 pub use zring_engine as engine;
 pub use zring_platform as platform;
 pub use zring_sampler as sampler;

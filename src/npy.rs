@@ -12,9 +12,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use zring_engine::DType;
+use zring_platform::file::Mapping;
 
+mod error;
 pub mod header;
 
+pub use error::{FormatError, HeaderError, HeaderKey, NpyError, Syntax, Unsupported};
 pub use header::NpyHeader;
 
 /// The magic string every `.npy` file starts with.
@@ -24,52 +27,12 @@ pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// huge length is a sign of a damaged or hostile file.
 const MAX_HEADER_BYTES: usize = 1 << 20;
 
-/// Why a `.npy` file cannot be used.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum NpyError {
-    /// Opening, sizing or mapping the file failed.
-    Io {
-        path: PathBuf,
-        what: &'static str,
-        source: std::io::Error,
-    },
-    /// The file is not a well-formed `.npy` file.
-    Format { path: PathBuf, detail: String },
-    /// A well-formed file that zring cannot take as it is (fortran order, big-endian,
-    /// structured or object dtypes, wrong integer type for offsets).
-    Unsupported { path: PathBuf, detail: String },
-}
-
-impl fmt::Display for NpyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NpyError::Io { path, what, source } => {
-                write!(f, "{}: {what} failed: {source}", path.display())
-            }
-            NpyError::Format { path, detail } => {
-                write!(f, "{}: not a valid .npy file: {detail}", path.display())
-            }
-            NpyError::Unsupported { path, detail } => write!(f, "{}: {detail}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for NpyError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            NpyError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
-
 /// An opened, validated `.npy` file whose data is memory-mapped.
 pub struct NpyFile {
     path: PathBuf,
     header: NpyHeader,
     dtype: DType,
-    map: Option<memmap2::Mmap>,
+    map: Mapping,
     data_len: usize,
 }
 
@@ -83,13 +46,13 @@ impl NpyFile {
             what,
             source,
         };
-        let bad = |detail: String| NpyError::Format {
+        let bad = |problem: FormatError| NpyError::Format {
             path: path.to_path_buf(),
-            detail,
+            problem,
         };
-        let unsupported = |detail: String| NpyError::Unsupported {
+        let unsupported = |problem: Unsupported| NpyError::Unsupported {
             path: path.to_path_buf(),
-            detail,
+            problem,
         };
         // Not File::open: a FIFO would block it forever.
         let mut file =
@@ -103,44 +66,40 @@ impl NpyFile {
             .take(MAX_HEADER_BYTES as u64 + 12)
             .read_to_end(&mut head)
             .map_err(|e| io("reading the .npy header", e))?;
-        let header = NpyHeader::parse(&head).map_err(bad)?;
+        let header = NpyHeader::parse(&head).map_err(|h| bad(FormatError::Header(h)))?;
         if header.fortran_order {
-            return Err(unsupported(
-                "the array is in Fortran (column-major) order, which zring does not take; \
-                 save it with np.save(path, np.ascontiguousarray(arr))"
-                    .into(),
-            ));
+            return Err(unsupported(Unsupported::FortranOrder));
         }
         let dtype = resolve_dtype(&header.descr, dtype_override).map_err(unsupported)?;
         let data_len = header
             .elements()
             .and_then(|n| n.checked_mul(dtype.itemsize() as u64))
             .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| bad(format!("shape {:?} is too large", header.shape)))?;
+            .ok_or_else(|| {
+                bad(FormatError::ShapeTooLarge {
+                    shape: header.shape.clone(),
+                })
+            })?;
         let need = (header.data_offset as u64).checked_add(data_len as u64);
         if need.is_none_or(|need| file_len < need) {
-            return Err(bad(format!(
-                "the data is truncated: shape {:?} of {} needs {data_len} bytes after the \
-                 {}-byte header, but the file is {file_len} bytes",
-                header.shape, dtype, header.data_offset
-            )));
+            return Err(bad(FormatError::Truncated {
+                shape: header.shape.clone(),
+                dtype,
+                data_bytes: data_len,
+                header_bytes: header.data_offset,
+                file_bytes: file_len,
+            }));
         }
-        let map = if data_len == 0 {
-            None
-        } else {
-            // SAFETY: the mapping is read-only and private to this process. Mapped
-            // input changes only if another process rewrites the .npy file while we
-            // pack it; truncation then raises SIGBUS, as with np.load(mmap_mode='r').
-            // That is the documented cost of packing without a copy.
-            let map =
-                unsafe { memmap2::Mmap::map(&file) }.map_err(|e| io("mapping the .npy file", e))?;
-            #[cfg(unix)]
-            {
-                // Packing reads front to back: ask for aggressive readahead.
-                let _ = map.advise(memmap2::Advice::Sequential);
-            }
-            Some(map)
-        };
+        // Mapped, not copied: the data is read in place (see `Mapping` for what that
+        // relies on, a file nobody rewrites while it is packed).
+        let map = Mapping::new(&file).map_err(|e| io("mapping the .npy file", e))?;
+        // Packing reads front to back: ask for aggressive readahead.
+        map.advise_streaming();
+        if need.is_none_or(|need| (map.bytes().len() as u64) < need) {
+            return Err(bad(FormatError::Shrank {
+                file_bytes: map.bytes().len(),
+            }));
+        }
         Ok(Self {
             path: path.to_path_buf(),
             header,
@@ -172,35 +131,25 @@ impl NpyFile {
 
     /// The array data, C order, little-endian.
     pub fn data(&self) -> &[u8] {
-        match &self.map {
-            Some(m) => &m[self.header.data_offset..self.header.data_offset + self.data_len],
-            None => &[],
-        }
+        let start = self.header.data_offset;
+        // The file was checked to hold the header and all the data when it was opened.
+        self.map
+            .bytes()
+            .get(start..start + self.data_len)
+            .unwrap_or(&[])
     }
 
     /// Drops the pages of data bytes `range` (rounded inward to 1 MiB, a multiple of
     /// every common page size) from this process's resident set once they have been
     /// consumed, so packing a file larger than memory keeps a flat RSS. The pages stay
     /// in the page cache, and a later read of the range faults them back in with the
-    /// same bytes. Best effort: failures are ignored.
+    /// same bytes (see [`Mapping::release`]). Best effort.
     pub fn release(&self, range: std::ops::Range<usize>) {
         const GRAIN: usize = 1 << 20;
-        let Some(map) = &self.map else { return };
         let start = (self.header.data_offset + range.start).next_multiple_of(GRAIN);
-        let end = ((self.header.data_offset + range.end).min(map.len()) / GRAIN) * GRAIN;
-        if start >= end {
-            return;
-        }
-        #[cfg(unix)]
-        {
-            // SAFETY: the mapping is a read-only MAP_SHARED view of a file, so
-            // MADV_DONTNEED only unmaps pages: any later access to the range (through
-            // a slice still borrowed from `data()`, say) faults in the file's bytes
-            // again, identical to before. Nothing reads different memory than it
-            // would have; the range lies inside the mapping.
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-            };
+        let end = (self.header.data_offset + range.end) / GRAIN * GRAIN;
+        if start < end {
+            self.map.release(start..end);
         }
     }
 
@@ -217,7 +166,10 @@ impl NpyFile {
             other => {
                 return Err(NpyError::Unsupported {
                     path: self.path.clone(),
-                    detail: format!("{what} must be an integer array, not {other}"),
+                    problem: Unsupported::NotIntegers {
+                        what: what.to_string(),
+                        dtype: other,
+                    },
                 })
             }
         };
@@ -229,7 +181,10 @@ impl NpyFile {
             if negative {
                 return Err(NpyError::Unsupported {
                     path: self.path.clone(),
-                    detail: format!("{what} holds a negative value at position {k}"),
+                    problem: Unsupported::Negative {
+                        what: what.to_string(),
+                        position: k,
+                    },
                 });
             }
             out.push(u64::from_le_bytes(b));
@@ -249,55 +204,76 @@ impl fmt::Debug for NpyFile {
 }
 
 /// The dtype of a descr, or the override where the descr allows it.
-fn resolve_dtype(descr: &str, dtype_override: Option<DType>) -> Result<DType, String> {
-    let parsed = DType::from_numpy_descr(descr);
+fn resolve_dtype(descr: &str, dtype_override: Option<DType>) -> Result<DType, Unsupported> {
+    let parsed = DType::from_numpy_descr(descr).map_err(|e| match e {
+        zring_engine::Error::Schema(s) => s,
+        // from_numpy_descr reports nothing else; should it ever, the descr is what
+        // zring cannot take.
+        _ => zring_engine::SchemaError::UnsupportedDescr {
+            descr: descr.to_string(),
+        },
+    });
+    let raw_width = descr
+        .strip_prefix("|V")
+        .and_then(|w| w.parse::<usize>().ok());
     match (parsed, dtype_override) {
         (Ok(d), None) => Ok(d),
         (Ok(d), Some(o)) if d == o => Ok(d),
-        (Ok(d), Some(o)) => Err(format!(
-            "the file holds {d}; --dtype {o} may only name the type of a raw-bytes (|V) array"
-        )),
-        (Err(e), None) => Err(match e {
-            zring_engine::Error::Schema(
-                detail @ zring_engine::SchemaError::UnsupportedDescr { .. },
-            ) if descr.starts_with("|V") => format!(
-                "{detail}: raw-bytes arrays (ml_dtypes such as bfloat16 save as |V2) need \
-                 --dtype NAME"
-            ),
-            zring_engine::Error::Schema(detail) => detail.to_string(),
-            e => e.to_string(),
-        }),
-        (Err(e), Some(o)) => {
-            let width = descr
-                .strip_prefix("|V")
-                .and_then(|w| w.parse::<usize>().ok());
-            match width {
-                Some(w) if w == o.itemsize() => Ok(o),
-                Some(w) => Err(format!(
-                    "--dtype {o} is {} bytes per element but the file's elements are {w}",
-                    o.itemsize()
-                )),
-                None => Err(e.to_string()),
-            }
-        }
+        (Ok(holds), Some(given)) => Err(Unsupported::DtypeOverride { holds, given }),
+        (Err(e), None) if raw_width.is_some() => Err(Unsupported::RawBytesNeedDtype(e)),
+        (Err(e), None) => Err(Unsupported::Dtype(e)),
+        (Err(e), Some(given)) => match raw_width {
+            Some(w) if w == given.itemsize() => Ok(given),
+            Some(file_width) => Err(Unsupported::DtypeWidth { given, file_width }),
+            None => Err(Unsupported::Dtype(e)),
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zring_engine::SchemaError;
 
     #[test]
     fn dtype_override_applies_only_to_raw_byte_arrays_of_its_width() {
         assert_eq!(resolve_dtype("<f4", None), Ok(DType::F32));
         assert_eq!(resolve_dtype("|V2", Some(DType::BF16)), Ok(DType::BF16));
+        let v2 = SchemaError::UnsupportedDescr {
+            descr: "|V2".into(),
+        };
+        assert_eq!(
+            resolve_dtype("|V2", None),
+            Err(Unsupported::RawBytesNeedDtype(v2))
+        );
         assert!(resolve_dtype("|V2", None)
-            .expect_err("needs name")
-            .contains("--dtype"));
-        assert!(resolve_dtype("|V2", Some(DType::F32)).is_err());
-        assert!(resolve_dtype("<f4", Some(DType::I32)).is_err());
-        assert!(resolve_dtype(">i4", None)
-            .expect_err("big endian")
-            .contains("big-endian"));
+            .expect_err("needs a name")
+            .to_string()
+            .contains("--dtype NAME"));
+        assert_eq!(
+            resolve_dtype("|V2", Some(DType::F32)),
+            Err(Unsupported::DtypeWidth {
+                given: DType::F32,
+                file_width: 2
+            })
+        );
+        assert_eq!(
+            resolve_dtype("<f4", Some(DType::I32)),
+            Err(Unsupported::DtypeOverride {
+                holds: DType::F32,
+                given: DType::I32
+            })
+        );
+        let big = SchemaError::BigEndian {
+            descr: ">i4".into(),
+        };
+        assert_eq!(
+            resolve_dtype(">i4", None),
+            Err(Unsupported::Dtype(big.clone()))
+        );
+        assert_eq!(
+            resolve_dtype(">i4", Some(DType::I32)),
+            Err(Unsupported::Dtype(big))
+        );
     }
 }

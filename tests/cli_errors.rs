@@ -17,26 +17,17 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A .npy v1.0 file of `n` little-endian u8 rows of `width` bytes.
-fn write_npy(path: &Path, n: usize, width: usize) {
-    let mut header =
-        format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({n}, {width}), }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend((0..n * width).map(|i| (i * 7 % 251) as u8));
-    std::fs::write(path, bytes).expect("write npy");
+/// A .npy file of `n` rows of `width` u8 elements.
+fn u8_rows_npy(path: &Path, n: usize, width: usize) {
+    let data = zring_testkit::data::ramp(n * width, 7);
+    zring_testkit::npy::write_npy(path, "|u1", &[n, width], &data).expect("write npy");
 }
 
 #[test]
 fn usage_errors_exit_2_and_name_the_flag() {
     let dir = tempfile::tempdir().expect("tempdir");
     let npy = dir.path().join("x.npy");
-    write_npy(&npy, 4, 8);
+    u8_rows_npy(&npy, 4, 8);
     let out = dir.path().join("x.zr");
     let (npy, out) = (npy.to_str().expect("utf8"), out.to_str().expect("utf8"));
     for (args, flag, words) in [
@@ -58,7 +49,7 @@ fn usage_errors_exit_2_and_name_the_flag() {
 fn a_missing_directory_and_a_directory_are_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let npy = dir.path().join("x.npy");
-    write_npy(&npy, 4, 8);
+    u8_rows_npy(&npy, 4, 8);
     let npy = npy.to_str().expect("utf8");
     let missing = dir.path().join("nope").join("x.zr");
     let o = zring(&["pack", missing.to_str().expect("utf8"), "--npy", npy]);
@@ -80,7 +71,7 @@ fn an_interrupted_pack_leaves_no_temporary_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let npy = dir.path().join("big.npy");
     // Big and slow enough (zstd-19) that the signal arrives while it packs.
-    write_npy(&npy, 64 << 10, 1024);
+    u8_rows_npy(&npy, 64 << 10, 1024);
     let out = dir.path().join("big.zr");
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_zring"))

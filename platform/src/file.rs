@@ -335,12 +335,16 @@ pub fn open_direct(path: &Path) -> io::Result<File> {
 /// 4096 covers every common logical block size (512 and 4096).
 pub const DIRECT_ALIGN: usize = 4096;
 
-/// A read-only mapping of a whole file. An empty file maps to an empty slice.
+/// A read-only, shared (`MAP_SHARED`) mapping of a whole file: its pages are the
+/// page cache's pages of the file, not copies. An empty file maps to an empty slice.
 ///
-/// Stores are immutable once published (they are built under a temporary name and
-/// renamed), so the mapped bytes never change under a reader. A file truncated by
-/// someone else while mapped raises SIGBUS on access, as with every mmap-based store;
-/// the `pread` backend does not touch the data region through the mapping.
+/// The mapped bytes must not change while mapped, and zring maps only files that
+/// nobody modifies in place: stores are immutable once published (they are built
+/// under a temporary name and renamed), and a `.npy` file being packed is the user's
+/// input, which packing without a copy documents as not to be rewritten meanwhile. A
+/// file truncated by someone else while mapped raises SIGBUS on access, as with
+/// every mmap-based reader (`np.load(mmap_mode='r')` too); the `pread` backend does
+/// not touch a store's data region through the mapping.
 pub struct Mapping {
     map: Option<memmap2::Mmap>,
 }
@@ -418,6 +422,45 @@ impl Mapping {
         let _ = (range, random);
     }
 
+    /// Advises that the whole mapping will be read once, front to back
+    /// (`MADV_SEQUENTIAL`: aggressive readahead, pages dropped soon after use).
+    /// Advisory: errors are ignored.
+    pub fn advise_streaming(&self) {
+        #[cfg(unix)]
+        if let Some(map) = &self.map {
+            let _ = map.advise(memmap2::Advice::Sequential);
+        }
+    }
+
+    /// Drops the pages wholly inside `range` (rounded inward to pages; out-of-range
+    /// parts are ignored) from this process's resident set (`MADV_DONTNEED`), so that
+    /// streaming through a file larger than memory keeps a flat RSS. The pages stay in
+    /// the page cache, and a later access to the range (through a slice still borrowed
+    /// from [`Mapping::bytes`], say) faults the same bytes back in. Best effort: errors
+    /// are ignored.
+    pub fn release(&self, range: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        if let Some(map) = &self.map {
+            let page = crate::buffer::page_size();
+            let start = range.start.next_multiple_of(page);
+            let end = range.end.min(map.len()) / page * page;
+            if start >= end {
+                return;
+            }
+            // SAFETY: the mapping is read-only and MAP_SHARED, so MADV_DONTNEED only
+            // unmaps pages of the page cache from this process: nothing of ours is
+            // discarded (a private mapping would lose copy-on-write copies, and this
+            // one has none: it is never written), and any later access faults the
+            // file's bytes in again, the same bytes as before. Slices borrowed from
+            // `bytes()` stay valid. `start..end` is page-aligned and inside the map.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+        #[cfg(not(unix))]
+        let _ = range;
+    }
+
     /// Hints the CPU to start loading the first `len` bytes (up to 1 KiB) at `offset`
     /// into cache, so a copy that follows does not wait on memory for its first lines.
     /// Out-of-range requests are ignored; it never faults.
@@ -470,6 +513,28 @@ mod tests {
         assert!(Mapping::new(&f).expect("map").bytes().is_empty());
         f.write_all(b"abc").expect("write");
         assert_eq!(Mapping::new(&f).expect("map").bytes(), b"abc");
+    }
+
+    #[test]
+    fn released_pages_read_back_the_same_bytes() {
+        let page = crate::buffer::page_size();
+        let mut f = tempfile::tempfile().expect("tempfile");
+        let data: Vec<u8> = (0..8 * page).map(|k| (k % 251) as u8).collect();
+        f.write_all(&data).expect("write");
+        let map = Mapping::new(&f).expect("map");
+        map.advise_streaming();
+        let bytes = map.bytes();
+        assert_eq!(bytes, &data[..]);
+        // Unaligned and partly out-of-range ranges are rounded inward and clipped; one
+        // inside a single page releases nothing.
+        map.release(page / 2..3 * page + 1);
+        map.release(5 * page..usize::MAX);
+        map.release(page + 1..2 * page - 1);
+        assert_eq!(bytes, &data[..], "a slice borrowed before the release");
+        assert_eq!(map.bytes(), &data[..]);
+        Mapping::new(&tempfile::tempfile().expect("tempfile"))
+            .expect("map an empty file")
+            .release(0..page);
     }
 
     #[test]

@@ -9,9 +9,10 @@ use pyo3::types::{PySlice, PyTuple};
 
 use zring_engine::Store;
 
-use crate::buffer::{self, array_over, data_ptr, nbytes};
+use crate::buffer::{self, array_over};
 use crate::index::{self, Selection};
 use crate::interrupt::{self, RECORD_COST};
+use crate::pin::Pinned;
 use crate::store::{check_out, open, StoreBase};
 
 /// A store of fixed-shape records, opened for reading.
@@ -133,12 +134,12 @@ impl DenseStore {
         };
         shape.extend_from_slice(&me.item_shape);
         check_out(out_arr, &base.descr(py)?, &shape)?;
+        // Pinned until the gather returns: its memory cannot be reallocated or freed
+        // while the engine writes it without the GIL (see `pin`).
+        let mut pinned = Pinned::for_writing(out_arr, "out")?;
         let store = base.handle(py)?;
-        // SAFETY: `out` is a live, writeable, C-contiguous array of exactly
-        // `nbytes(out)` bytes (checked above) that this call keeps referenced until
-        // it returns; nothing else in this call touches its memory.
-        let dest = unsafe { std::slice::from_raw_parts_mut(data_ptr(out_arr), nbytes(out_arr)) };
-        gather_into(py, &store, sel.ids(), me.item_bytes, dest)?;
+        gather_into(py, &store, sel.ids(), me.item_bytes, pinned.bytes_mut())?;
+        drop(pinned);
         Ok(out.clone())
     }
 }

@@ -7,6 +7,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors;
 use crate::input::as_array;
+use crate::pin::Pinned;
 use crate::store::StoreBase;
 
 /// Trains a zstd dictionary of at most `size` bytes from records spread over the
@@ -47,9 +48,10 @@ pub fn train_dict<'py>(
             .call_method1("ascontiguousarray", (a,))?
             .cast_into::<PyUntypedArray>()?)
     };
-    // Each record as (address, length) into arrays kept alive in `keep`.
-    let mut keep = Vec::new();
-    let mut records: Vec<(usize, usize)> = Vec::new();
+    // Each record as (array, byte range): the arrays are pinned while their records
+    // are copied without the GIL (see `pin`).
+    let mut pinned = Vec::new();
+    let mut records: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
     if let Ok(a) = source.cast::<PyUntypedArray>() {
         let a = contiguous(a.clone())?;
         if a.ndim() == 0 {
@@ -57,43 +59,41 @@ pub fn train_dict<'py>(
                 "train_dict needs records: an array of shape (n, ...), a list of arrays or a store",
             ));
         }
-        let total = crate::buffer::nbytes(&a);
         let n = a.shape()[0];
-        let width = total.checked_div(n).unwrap_or(0);
-        let base = crate::buffer::data_ptr(&a) as usize;
-        records.extend((0..n).map(|k| (base + k * width, width)));
-        keep.push(a);
+        let p = Pinned::new(&a, "record")?;
+        let width = p.bytes().len().checked_div(n).unwrap_or(0);
+        records.extend((0..n).map(|k| (0, k * width..(k + 1) * width)));
+        pinned.push(p);
     } else {
         for item in source.try_iter()? {
             let a = contiguous(as_array(&item?, "record")?)?;
-            records.push((
-                crate::buffer::data_ptr(&a) as usize,
-                crate::buffer::nbytes(&a),
-            ));
-            keep.push(a);
+            let p = Pinned::new(&a, "record")?;
+            records.push((pinned.len(), 0..p.bytes().len()));
+            pinned.push(p);
         }
     }
     // The records are copied (zstd concatenates them anyway), so that the training
     // can run on a thread of its own which Ctrl-C does not have to wait for: it may
     // outlive this call, and the arrays.
+    let arrays: Vec<&[u8]> = pinned.iter().map(|p| p.bytes()).collect();
     let (joined, lens) = py
         .detach(|| {
-            let total = records.iter().map(|&(_, n)| n).sum::<usize>();
+            let total = records.iter().map(|(_, r)| r.len()).sum::<usize>();
             let mut joined = Vec::new();
             joined.try_reserve_exact(total).map_err(|_| total)?;
-            for &r in &records {
-                // SAFETY: every record lies inside an array held by `keep` until this
-                // function returns.
-                joined.extend_from_slice(unsafe { crate::input::bytes_at(r) });
+            for (array, range) in &records {
+                joined.extend_from_slice(&arrays[*array][range.clone()]);
             }
-            Ok::<_, usize>((joined, records.iter().map(|&(_, n)| n).collect::<Vec<_>>()))
+            let lens = records.iter().map(|(_, r)| r.len()).collect::<Vec<_>>();
+            Ok::<_, usize>((joined, lens))
         })
         .map_err(|total| {
             pyo3::exceptions::PyMemoryError::new_err(format!(
                 "cannot copy {total} bytes of training records"
             ))
         })?;
-    drop(keep);
+    drop(arrays);
+    drop(pinned);
     let dict = crate::interrupt::wait_for_thread(py, "train-dict", move || {
         let mut slices: Vec<&[u8]> = Vec::with_capacity(lens.len());
         let mut rest: &[u8] = &joined;

@@ -8,15 +8,15 @@ use numpy::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PySlice, PyTuple, PyType};
+use pyo3::types::{PySlice, PyTuple};
 use zring_engine::{RaggedLayout, Store};
 
-use crate::buffer::{self, array_over, data_ptr};
+use crate::buffer::{self, array_over};
 use crate::errors;
 use crate::index::{self, Selection};
 use crate::interrupt::{self, RECORD_COST};
-use crate::store::{check_out, open, StoreBase};
+use crate::pin::{Pinned, PinnedMut};
+use crate::store::{batch_class, check_out, open, StoreBase};
 
 /// A store of variable-shape records of `ndim` dimensions, opened for reading.
 ///
@@ -153,13 +153,15 @@ fn read_ragged<'py>(
     }
     if let Some(out) = out {
         let layout = layout_of(py, &store, ids)?;
-        let values = ragged_out(out, &descr, &layout)?;
-        // SAFETY: `values` is a live, writeable, C-contiguous view of exactly
-        // `values_bytes` bytes of `out` (checked by ragged_out), referenced until this
-        // call returns; nothing else in this call touches its memory.
-        let dest =
-            unsafe { std::slice::from_raw_parts_mut(data_ptr(&values), layout.values_bytes) };
+        // `out` is pinned until the gather returns: its memory cannot be reallocated
+        // or freed while the engine writes it without the GIL (see `pin`).
+        let (mut pinned, values) = ragged_out(out, &descr, &layout)?;
+        let want = layout.values_bytes;
+        let dest = pinned.bytes_mut().get_mut(..want).ok_or_else(|| {
+            PyValueError::new_err(format!("internal: out is shorter than {want} bytes"))
+        })?;
         gather_ragged_into(py, &store, ids, &layout, dest)?;
+        drop(pinned);
         let ndim = base.engine_schema().ndim();
         return ragged_batch(
             py,
@@ -238,12 +240,13 @@ fn gather_ragged_into(
     .map_err(|h| h.into_py(py))
 }
 
-/// Checks a ragged `out` array and returns the view its values go to.
+/// Checks a ragged `out` array, pins it for writing and returns the pin and the view
+/// of its head that the values go to.
 fn ragged_out<'py>(
     out: &Bound<'py, PyAny>,
     descr: &Bound<'py, PyArrayDescr>,
     layout: &RaggedLayout,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
+) -> PyResult<(PinnedMut<'py>, Bound<'py, PyUntypedArray>)> {
     let arr = out
         .cast::<PyUntypedArray>()
         .map_err(|_| PyTypeError::new_err("out must be a NumPy array"))?;
@@ -260,19 +263,13 @@ fn ragged_out<'py>(
             arr.len()
         )));
     }
+    check_out(arr, descr, &[arr.len()])?;
+    // Pinned before the view is made, so that the view is over pinned memory.
+    let pinned = Pinned::for_writing(arr, "out")?;
     let view = out
         .get_item(PySlice::new(out.py(), 0, elems as isize, 1))?
         .cast_into::<PyUntypedArray>()?;
-    check_out(&view, descr, &[elems])?;
-    Ok(view)
-}
-
-/// The Python `RaggedBatch` class, imported once. Ragged stores look it up when they
-/// are built (see `store::resolved_descr` for why not at the first read: a fork
-/// while another thread fills the cell would leave the child waiting on it).
-pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
-    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS.import(py, "zring._ragged", "RaggedBatch")
+    Ok((pinned, view))
 }
 
 /// Builds a `RaggedBatch` from engine-validated parts (cu_seqlens and shapes become

@@ -1,5 +1,6 @@
 //! What `DenseStore` and `RaggedStore` share: `_Store` (open/close, len, dtype,
-//! schema, verify, stats, iteration), the read helpers, and `zring.open`.
+//! schema, verify, stats, iteration) and the read helpers. They build on it, so it
+//! imports neither; `open` (`zring.open`, unpickling) picks between them.
 //!
 //! Every read releases the GIL for the whole engine call, fills a pooled aligned
 //! buffer and returns NumPy arrays over it (see `buffer`), or fills a caller's array
@@ -14,15 +15,13 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PySlice};
+use pyo3::types::{PyDict, PySlice, PyType};
 use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
 use zring_engine::{Backend, DType, Layout, ReadOptions, Store, StoreSchema};
 
 use crate::buffer::{self, is_writeable};
-use crate::dense::dense_init;
 use crate::errors;
 use crate::interrupt;
-use crate::ragged::ragged_init;
 
 /// An engine error or a failed buffer allocation, raised once the GIL is back.
 pub enum ReadError {
@@ -417,18 +416,24 @@ fn resolved_descr(py: Python<'_>, stored: &StoreSchema) -> PyOnceLock<Py<PyArray
     }
     if stored.schema.is_ragged() {
         // The same for the class ragged reads return (an import error surfaces there).
-        let _ = crate::ragged::batch_class(py);
+        let _ = batch_class(py);
     }
     cell
 }
 
-/// What `pickle` calls to rebuild a store: the same path and options, opened lazily
-/// by the first read in the receiving process, which also checks that the file is
-/// still the one that was pickled (`StoreChangedError` otherwise).
-#[pyfunction]
-#[pyo3(name = "_unpickle_store", signature = (path, backend, verify_checksums, threads, identity, schema_json, len, remote = None))]
+/// The Python `RaggedBatch` class, imported once. Ragged stores look it up when they
+/// are built (see `resolved_descr` for why not at the first read: a fork while
+/// another thread fills the cell would leave the child waiting on it).
+pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    CLASS.import(py, "zring._ragged", "RaggedBatch")
+}
+
+/// A store rebuilt from what `__reduce__` pickled (see `open::unpickle_store`): the
+/// same path and options, opened lazily by the first read, which also checks that
+/// the file is still the one that was pickled.
 #[allow(clippy::too_many_arguments)]
-pub fn unpickle_store(
+pub(crate) fn unpickled(
     py: Python<'_>,
     path: PathBuf,
     backend: String,
@@ -438,11 +443,11 @@ pub fn unpickle_store(
     schema_json: &str,
     len: u64,
     remote: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<StoreBase> {
     let stored = StoreSchema::from_json(schema_json.as_bytes())
         .map_err(|e| errors::INVALID.err(py, format!("unpickling {}: {e}", path.display())))?;
     let (dev, ino, size, mtime_ns) = identity;
-    let base = StoreBase {
+    Ok(StoreBase {
         store: Mutex::new(Slot::Pending),
         path,
         options: OpenOptions {
@@ -460,12 +465,7 @@ pub fn unpickle_store(
         descr: resolved_descr(py, &stored),
         stored,
         len,
-    };
-    if base.is_ragged() {
-        Ok(Bound::new(py, ragged_init(base))?.into_any().unbind())
-    } else {
-        Ok(Bound::new(py, dense_init(base))?.into_any().unbind())
-    }
+    })
 }
 
 #[pymethods]
@@ -726,37 +726,4 @@ pub(crate) fn check_out(
         return Err(PyValueError::new_err("out is read-only"));
     }
     Ok(())
-}
-
-/// Opens the store at `path` as a `DenseStore` or a `RaggedStore`, whichever the
-/// file holds.
-///
-/// `open(path, *, backend="auto", verify_checksums=True, threads=0)` takes the
-/// arguments of `DenseStore` and raises its errors (but never `SchemaError` for the
-/// layout).
-///
-/// >>> import os, tempfile, numpy as np, zring
-/// >>> path = os.path.join(tempfile.mkdtemp(), "labels.zr")
-/// >>> with zring.DenseWriter(path, "int64", ()) as w:
-/// ...     w.append(np.array([3, 1, 4]))
-/// range(0, 3)
-/// >>> with zring.open(path) as store:
-/// ...     print(type(store).__name__, store[1], store.codec)
-/// DenseStore 1 zstd
-#[pyfunction]
-#[pyo3(name = "open", signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None))]
-pub fn open_store(
-    py: Python<'_>,
-    path: PathBuf,
-    backend: &str,
-    verify_checksums: bool,
-    threads: usize,
-    remote: Option<&Bound<'_, PyAny>>,
-) -> PyResult<Py<PyAny>> {
-    let base = open(py, path, backend, verify_checksums, threads, remote, None)?;
-    if base.is_ragged() {
-        Ok(Bound::new(py, ragged_init(base))?.into_any().unbind())
-    } else {
-        Ok(Bound::new(py, dense_init(base))?.into_any().unbind())
-    }
 }

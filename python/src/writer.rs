@@ -19,7 +19,7 @@ use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
 
 use crate::buffer::data_ptr;
 use crate::errors;
-use crate::input::{as_array, bytes_at, contiguous_bytes};
+use crate::input::{as_array, pinned_as};
 use crate::interrupt::{self, Halt, Plan};
 
 /// Where a writer is in its life.
@@ -457,9 +457,10 @@ writer_pymethods! {
                     .join(", ")
             )));
         }
-        let bytes = contiguous_bytes(&arr, self.core.dtype, "batch")?;
-        // SAFETY: `arr` (bound in this frame) keeps the array alive during the call.
-        let bytes = unsafe { bytes_at(bytes) };
+        // Pinned until the append returns: its memory cannot be reallocated or freed
+        // while the engine reads it without the GIL.
+        let pinned = pinned_as(&arr, self.core.dtype, "batch")?;
+        let bytes = pinned.bytes();
         let width: usize = want.iter().product::<usize>() * self.core.dtype.itemsize();
         let n = shape[0];
         if width == 0 {
@@ -585,7 +586,8 @@ impl RaggedWriter {
         batch: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyRange>> {
         let values = as_array(&batch.getattr("values")?, "values")?;
-        let bytes = contiguous_bytes(&values, self.core.dtype, "values")?;
+        // Pinned until the append returns (see `pin`).
+        let pinned = pinned_as(&values, self.core.dtype, "values")?;
         let cu = int64_values(&batch.getattr("cu_seqlens")?)?;
         if let Some(bad) = cu.iter().find(|&&c| c < 0) {
             return Err(PyValueError::new_err(format!(
@@ -598,8 +600,7 @@ impl RaggedWriter {
             .map(u32::try_from)
             .collect::<Result<Vec<u32>, _>>()
             .map_err(|_| PyValueError::new_err("shapes must hold dims between 0 and 2^32 - 1"))?;
-        // SAFETY: `values` (bound in this frame) keeps the array alive.
-        let values = unsafe { bytes_at(bytes) };
+        let values = pinned.bytes();
         let n = cu.len().saturating_sub(1);
         let itemsize = self.core.dtype.itemsize();
         let ndim = self.ndim;
@@ -632,8 +633,7 @@ impl RaggedWriter {
         list: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyRange>> {
         let np = py.import("numpy")?;
-        let mut arrays = Vec::new();
-        let mut parts = Vec::new();
+        let mut pinned = Vec::new();
         let mut cu = vec![0u64];
         let mut shapes = Vec::new();
         for (k, item) in list.try_iter()?.enumerate() {
@@ -651,7 +651,8 @@ impl RaggedWriter {
                     .call_method1("ascontiguousarray", (&a,))?
                     .cast_into::<PyUntypedArray>()?;
             }
-            let part = contiguous_bytes(&a, self.core.dtype, "record")?;
+            // Pinned until the append returns (see `pin`).
+            let part = pinned_as(&a, self.core.dtype, "record")?;
             for &d in a.shape() {
                 shapes.push(u32::try_from(d).map_err(|_| {
                     PyValueError::new_err(format!("record {k} has a dimension above 2^32 - 1"))
@@ -659,11 +660,9 @@ impl RaggedWriter {
             }
             let last = cu.last().copied().unwrap_or(0);
             cu.push(last + a.len() as u64);
-            parts.push(part);
-            arrays.push(a);
+            pinned.push(part);
         }
-        // SAFETY: `arrays` (alive in this frame) keeps every record alive.
-        let parts: Vec<&[u8]> = parts.into_iter().map(|p| unsafe { bytes_at(p) }).collect();
+        let parts: Vec<&[u8]> = pinned.iter().map(|p| p.bytes()).collect();
         let n = parts.len();
         let ndim = self.ndim;
         let itemsize = self.core.dtype.itemsize() as u64;
@@ -722,7 +721,11 @@ fn int64_values(obj: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         .call_method1("ascontiguousarray", (a, "int64"))?
         .cast_into::<PyUntypedArray>()?;
     let ptr = data_ptr(&a).cast::<i64>();
-    // SAFETY: `a` is a live C-contiguous int64 array of a.len() elements.
+    // SAFETY: `a` is a live C-contiguous int64 array of a.len() elements, read with
+    // the GIL held and no Python code run in between, so nothing can resize or free
+    // it meanwhile; read_unaligned tolerates any start. (A NumPy loop in another
+    // thread could still write it: the values are then torn, and the engine checks
+    // offsets and shapes against the values before using them.)
     Ok((0..a.len())
         .map(|k| unsafe { std::ptr::read_unaligned(ptr.add(k)) })
         .collect())

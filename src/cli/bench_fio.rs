@@ -319,6 +319,14 @@ pub fn invalidate(cold: bool, direct: bool) -> bool {
     cold && !direct
 }
 
+/// Whether an fio comparison ran, for the report.
+pub(crate) fn fio_ran(f: &Option<FioOutcome>) -> Option<&FioResult> {
+    match f {
+        Some(FioOutcome::Ran(r)) => Some(r),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,8 +9,8 @@ use zring_engine::Store;
 use zring_loader::{Loader, LoaderOptions, Lookahead, Tensor};
 use zring_sampler::{Mode, Sampler};
 
-use super::bench::{differs, BenchArgs, RunResult, Source, Table};
-use super::bench_run::cpu_seconds_since;
+use super::bench_args::BenchArgs;
+use super::bench_types::{differs, RunResult, Source, Table};
 use super::measure;
 use super::progress::{self, Unit};
 use super::{CliError, CliResult};
@@ -82,7 +82,7 @@ pub(crate) fn run(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<R
     let bar = progress::bar(budget.as_millis() as u64, "loader", Unit::Millis);
     let mut r = RunResult::empty(args.duration);
     let load = measure::LoadWindow::start();
-    let cpu_before = measure::cpu_time();
+    let cpu_before = zring_platform::cpu::process_cpu_time();
     let wall = Instant::now();
     // Physical bytes follow from the step numbers afterwards (the sampler is a pure
     // function of the step), so the loop does nothing but take steps.
@@ -103,7 +103,7 @@ pub(crate) fn run(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<R
         bar.set_position(wall.elapsed().as_millis() as u64);
     }
     let elapsed = wall.elapsed();
-    let cpu = cpu_seconds_since(cpu_before);
+    let cpu = measure::cpu_seconds_since(cpu_before);
     r.others_cores = load.other_cores(cpu);
     r.cpu_seconds = cpu;
     r.peak_rss_bytes = if reset {

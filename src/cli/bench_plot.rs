@@ -82,7 +82,7 @@ mod charts {
     use plotters::coord::Shift;
     use plotters::prelude::*;
 
-    use super::super::bench::fio_ran;
+    use super::super::bench_fio::fio_ran;
     use super::super::bench_report::Report;
     use super::super::output::MIB;
 

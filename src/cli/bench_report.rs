@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use zring_engine::Backend;
 
-use super::bench::{fio_ran, write_json, BenchArgs, BenchMode, RunResult};
-use super::bench_fio::{FioOutcome, FioWrite};
+use super::bench_args::{BenchArgs, BenchMode};
+use super::bench_fio::{fio_ran, FioOutcome, FioWrite};
+use super::bench_types::RunResult;
 use super::measure::CopyBaseline;
 use super::output::{bytes, count, rate, MIB};
 use super::synth::WriteReport;
@@ -575,4 +576,17 @@ fn fio_lines(rep: &Report<'_>, f: &FioOutcome, line: &mut impl FnMut(String)) {
         ));
         line(format!("  command: {}", fw.command));
     }
+}
+
+/// The `write` section of the report.
+fn write_json(w: &WriteReport) -> Value {
+    json!({
+        "logical_bytes": w.logical_bytes,
+        "seconds": w.seconds,
+        "logical_mib_per_s": w.logical_bytes as f64 / MIB / w.seconds.max(1e-9),
+        "dict_train_seconds": w.dict_seconds,
+        "from_memory": w.from_memory,
+        "cpu_seconds": w.cpu_seconds,
+        "others_cores_busy": w.others_cores,
+    })
 }

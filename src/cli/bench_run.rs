@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use zring_engine::Store;
 use zring_sampler::{Mode, Sampler};
 
-use super::bench::{read_options, BenchArgs, RunResult, Table};
+use super::bench_args::{read_options, BenchArgs};
+use super::bench_types::{RunResult, Table};
 use super::measure;
 use super::progress::{self, Unit};
 use super::{CliError, CliResult};
@@ -41,10 +42,10 @@ pub(crate) fn gathers(store: &Store, table: &Table, args: &BenchArgs) -> CliResu
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = measure::cpu_time();
+        let cpu_before = zring_platform::cpu::process_cpu_time();
         let wall = Instant::now();
         let results = join_all(handles, "a gather job");
-        let cpu = cpu_seconds_since(cpu_before);
+        let cpu = measure::cpu_seconds_since(cpu_before);
         (results, wall.elapsed(), cpu, load.other_cores(cpu))
     });
     let mut total = RunResult::empty(args.duration);
@@ -171,14 +172,14 @@ pub(crate) fn gets(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = measure::cpu_time();
+        let cpu_before = zring_platform::cpu::process_cpu_time();
         let wall = Instant::now();
         while wall.elapsed() < budget {
             bar.set_position(wall.elapsed().as_millis() as u64);
             std::thread::sleep(Duration::from_millis(50).min(budget));
         }
         let results = join_all(handles, "a get thread");
-        let cpu = cpu_seconds_since(cpu_before);
+        let cpu = measure::cpu_seconds_since(cpu_before);
         (results, wall.elapsed(), cpu, load.other_cores(cpu))
     });
     bar.finish_and_clear();
@@ -268,10 +269,4 @@ fn join_all(
                 .unwrap_or_else(|_| Err(CliError::new(format!("{what} panicked"))))
         })
         .collect()
-}
-
-/// CPU seconds of the whole process since `before`.
-pub(crate) fn cpu_seconds_since(before: Option<Duration>) -> Option<f64> {
-    let after = measure::cpu_time()?;
-    Some(after.checked_sub(before?)?.as_secs_f64())
 }

@@ -1,4 +1,4 @@
-//! Measuring helpers for `bench`: process CPU time, the copy and decode baselines,
+//! Measuring helpers for `bench`: the copy and decode baselines,
 //! how busy the rest of the machine was, peak memory, and the page cache.
 
 use std::hint::black_box;
@@ -6,29 +6,11 @@ use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// User + system CPU time of the whole process so far (all threads), from
-/// `getrusage(RUSAGE_SELF)`; `None` where that is unavailable.
-pub fn cpu_time() -> Option<Duration> {
-    #[cfg(unix)]
-    {
-        // SAFETY: rusage is a plain C struct of integers, for which all-zero bytes
-        // are a valid value.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `usage` is a valid, writable rusage for the duration of the call.
-        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-        if rc != 0 {
-            return None;
-        }
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(t.tv_sec.max(0) as u64)
-                + Duration::from_micros(t.tv_usec.max(0) as u64)
-        };
-        Some(tv(usage.ru_utime) + tv(usage.ru_stime))
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
+/// CPU seconds of the whole process since `before` (a
+/// `zring_platform::cpu::process_cpu_time` reading).
+pub fn cpu_seconds_since(before: Option<Duration>) -> Option<f64> {
+    let after = zring_platform::cpu::process_cpu_time()?;
+    Some(after.checked_sub(before?)?.as_secs_f64())
 }
 
 /// What the copy baseline measured.
@@ -169,11 +151,7 @@ pub fn decode_bytes_per_s(
 
 /// Drops the page cache (`echo 3 > /proc/sys/vm/drop_caches`) so reads start cold.
 pub fn drop_page_cache() -> Result<(), super::error::CliError> {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    #[cfg(unix)]
-    unsafe {
-        libc::sync()
-    };
+    zring_platform::system::sync_all();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
         super::error::CliError::new(format!(
             "--cold needs root to drop the page cache (/proc/sys/vm/drop_caches): {e}"
@@ -252,18 +230,6 @@ pub fn peak_rss_bytes() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_time_grows_with_work() {
-        let Some(before) = cpu_time() else { return };
-        let mut x = 0u64;
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_millis(30) {
-            x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-        let after = cpu_time().expect("cpu time");
-        assert!(after > before, "{before:?} -> {after:?}");
-    }
 
     #[test]
     fn the_copy_baseline_copies_every_record_of_every_batch() {

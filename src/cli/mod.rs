@@ -3,6 +3,7 @@
 //! The binary (`src/bin/zring.rs`) only calls [`main`].
 
 pub mod bench;
+pub mod bench_args;
 pub mod bench_fio;
 pub mod bench_loader;
 pub mod bench_plot;
@@ -10,6 +11,7 @@ pub mod bench_replay;
 pub mod bench_report;
 pub mod bench_run;
 pub mod bench_series;
+pub mod bench_types;
 pub mod convert;
 pub mod dataset;
 pub mod error;
@@ -48,7 +50,7 @@ pub enum Command {
     /// Train a zstd dictionary from a store's or a .npy file's records.
     TrainDict(train_dict::TrainDictArgs),
     /// Time random batched gathers (or single-record gets) on a synthetic or given store.
-    Bench(bench::BenchArgs),
+    Bench(bench_args::BenchArgs),
     /// Convert Parquet, Arrow, Hugging Face, WebDataset, image folders, HDF5, .npz or
     /// .npy into a dataset (done by the Python package: `python -m zring convert`).
     Convert(convert::ConvertArgs),

@@ -70,7 +70,7 @@ pub fn create_store(
     }
     let mut ready = ready.into_iter();
     let load = super::measure::LoadWindow::start();
-    let cpu_before = super::measure::cpu_time();
+    let cpu_before = zring_platform::cpu::process_cpu_time();
     let started = Instant::now();
     let mut writer = Writer::create(path, spec.schema(), opts)?;
     timed += started.elapsed().as_secs_f64();
@@ -97,7 +97,7 @@ pub fn create_store(
     timed += started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     // Over the whole write, generation included when it was not done first.
-    let cpu_seconds = super::bench_run::cpu_seconds_since(cpu_before);
+    let cpu_seconds = super::measure::cpu_seconds_since(cpu_before);
     Ok(WriteReport {
         logical_bytes: total,
         seconds: timed,

@@ -1,6 +1,7 @@
 //! The `.npy` preamble and header: magic, version, header length, and the Python
 //! dict literal with `descr`, `fortran_order` and `shape`.
 
+use super::error::{HeaderError, HeaderKey, Syntax};
 use super::{MAGIC, MAX_HEADER_BYTES};
 
 /// The parsed header of a `.npy` file.
@@ -18,60 +19,75 @@ pub struct NpyHeader {
 
 impl NpyHeader {
     /// Parses the preamble and header dict from the first bytes of a file (at least
-    /// the whole header). Errors are plain text; [`NpyFile`] adds the path.
-    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() < 10 || &bytes[..6] != MAGIC {
-            return Err("the file does not start with the .npy magic \\x93NUMPY".into());
+    /// the whole header). [`super::NpyFile`] adds the path to errors.
+    pub fn parse(bytes: &[u8]) -> Result<Self, HeaderError> {
+        if bytes.get(..6) != Some(&MAGIC[..]) {
+            return Err(HeaderError::BadMagic);
         }
-        let version = (bytes[6], bytes[7]);
-        let (len, start) = match version.0 {
-            1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        let Some((&[major, minor], rest)) = bytes[6..].split_first_chunk::<2>() else {
+            return Err(HeaderError::TruncatedPreamble);
+        };
+        let (len, start) = match major {
+            1 => {
+                let b = rest
+                    .first_chunk::<2>()
+                    .ok_or(HeaderError::TruncatedPreamble)?;
+                (usize::from(u16::from_le_bytes(*b)), 10)
+            }
             2 | 3 => {
-                let b = bytes
-                    .get(8..12)
-                    .ok_or("the file ends inside the preamble")?;
-                let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                (usize::try_from(len).unwrap_or(usize::MAX), 12)
+                let b = rest
+                    .first_chunk::<4>()
+                    .ok_or(HeaderError::TruncatedPreamble)?;
+                (
+                    usize::try_from(u32::from_le_bytes(*b)).unwrap_or(usize::MAX),
+                    12,
+                )
             }
-            major => {
-                return Err(format!(
-                    "format version {major}.{} is not one of 1.0, 2.0, 3.0",
-                    version.1
-                ))
-            }
+            _ => return Err(HeaderError::UnsupportedVersion { major, minor }),
         };
         if len > MAX_HEADER_BYTES {
-            return Err(format!("header length {len} is implausibly large"));
+            return Err(HeaderError::HeaderTooLong { len });
         }
         let text = bytes
             .get(start..start + len)
-            .ok_or_else(|| format!("the file ends inside the {len}-byte header"))?;
-        let text = std::str::from_utf8(text).map_err(|_| "the header is not UTF-8 text")?;
-        if version.0 < 3 && !text.is_ascii() {
-            return Err("a version 1.0/2.0 header must be ASCII".into());
+            .ok_or(HeaderError::TruncatedHeader { len })?;
+        let text = std::str::from_utf8(text).map_err(|_| HeaderError::NotUtf8)?;
+        if major < 3 && !text.is_ascii() {
+            return Err(HeaderError::NotAscii);
         }
         let dict = parse_dict(text)?;
-        let field = |k: &str| {
+        let field = |key: HeaderKey| {
             dict.iter()
-                .find(|(key, _)| key == k)
+                .find(|(k, _)| k == key.name())
                 .map(|(_, v)| v)
-                .ok_or_else(|| format!("the header has no {k:?} key"))
+                .ok_or(HeaderError::MissingKey { key })
         };
-        let descr = match field("descr")? {
+        let descr = match field(HeaderKey::Descr)? {
             Literal::Str(s) => s.clone(),
-            Literal::List => {
-                return Err("structured dtypes (a list descr) are not supported".into())
+            Literal::List => return Err(HeaderError::StructuredDescr),
+            _ => {
+                return Err(HeaderError::BadValue {
+                    key: HeaderKey::Descr,
+                })
             }
-            _ => return Err("'descr' is not a string".into()),
         };
-        let fortran_order = match field("fortran_order")? {
+        let fortran_order = match field(HeaderKey::FortranOrder)? {
             Literal::Bool(b) => *b,
-            _ => return Err("'fortran_order' is not True or False".into()),
+            _ => {
+                return Err(HeaderError::BadValue {
+                    key: HeaderKey::FortranOrder,
+                })
+            }
         };
-        let shape = match field("shape")? {
+        let shape = match field(HeaderKey::Shape)? {
             Literal::Tuple(t) => t.clone(),
-            _ => return Err("'shape' is not a tuple of integers".into()),
+            _ => {
+                return Err(HeaderError::BadValue {
+                    key: HeaderKey::Shape,
+                })
+            }
         };
+        let version = (major, minor);
         Ok(Self {
             version,
             descr,
@@ -99,7 +115,7 @@ enum Literal {
 }
 
 /// Parses `{'key': value, ...}` with the values `.npy` headers use.
-fn parse_dict(text: &str) -> Result<Vec<(String, Literal)>, String> {
+fn parse_dict(text: &str) -> Result<Vec<(String, Literal)>, HeaderError> {
     let mut p = Parser {
         s: text.as_bytes(),
         i: 0,
@@ -125,10 +141,7 @@ fn parse_dict(text: &str) -> Result<Vec<(String, Literal)>, String> {
     }
     p.ws();
     if p.i != p.s.len() {
-        return Err(format!(
-            "unexpected text after the header dict at byte {}",
-            p.i
-        ));
+        return Err(p.error(Syntax::TrailingText));
     }
     Ok(out)
 }
@@ -139,6 +152,15 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
+    /// A syntax error at the current byte.
+    fn error(&self, problem: Syntax) -> HeaderError {
+        self.error_at(self.i, problem)
+    }
+
+    fn error_at(&self, at: usize, problem: Syntax) -> HeaderError {
+        HeaderError::Syntax { at, problem }
+    }
+
     fn ws(&mut self) {
         while self.s.get(self.i).is_some_and(u8::is_ascii_whitespace) {
             self.i += 1;
@@ -154,23 +176,20 @@ impl Parser<'_> {
         }
     }
 
-    fn expect(&mut self, c: u8) -> Result<(), String> {
+    fn expect(&mut self, c: u8) -> Result<(), HeaderError> {
         self.ws();
         if self.eat(c) {
             Ok(())
         } else {
-            Err(format!(
-                "header dict: expected {:?} at byte {}",
-                c as char, self.i
-            ))
+            Err(self.error(Syntax::Expected(c as char)))
         }
     }
 
-    fn string(&mut self) -> Result<String, String> {
+    fn string(&mut self) -> Result<String, HeaderError> {
         self.ws();
         let quote = match self.s.get(self.i) {
             Some(&q @ (b'\'' | b'"')) => q,
-            _ => return Err(format!("header dict: expected a string at byte {}", self.i)),
+            _ => return Err(self.error(Syntax::ExpectedString)),
         };
         self.i += 1;
         let start = self.i;
@@ -183,10 +202,10 @@ impl Parser<'_> {
             // Skip the escaped character; descr strings never need unescaping.
             self.i += if c == b'\\' { 2 } else { 1 };
         }
-        Err("header dict: unterminated string".into())
+        Err(self.error_at(start - 1, Syntax::UnterminatedString))
     }
 
-    fn int(&mut self) -> Result<u64, String> {
+    fn int(&mut self) -> Result<u64, HeaderError> {
         self.ws();
         let start = self.i;
         while self.s.get(self.i).is_some_and(u8::is_ascii_digit) {
@@ -195,13 +214,13 @@ impl Parser<'_> {
         let digits = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("");
         let n = digits
             .parse::<u64>()
-            .map_err(|_| format!("header dict: expected a non-negative integer at byte {start}"))?;
+            .map_err(|_| self.error_at(start, Syntax::ExpectedInteger))?;
         // Python 2 wrote longs with an L suffix.
         let _ = self.eat(b'L');
         Ok(n)
     }
 
-    fn value(&mut self) -> Result<Literal, String> {
+    fn value(&mut self) -> Result<Literal, HeaderError> {
         self.ws();
         match self.s.get(self.i) {
             Some(b'\'' | b'"') => Ok(Literal::Str(self.string()?)),
@@ -224,6 +243,7 @@ impl Parser<'_> {
             }
             Some(b'[') => {
                 // Skip to the matching bracket; only its presence matters.
+                let open = self.i;
                 let mut depth = 0usize;
                 while let Some(&c) = self.s.get(self.i) {
                     self.i += 1;
@@ -238,7 +258,7 @@ impl Parser<'_> {
                         _ => {}
                     }
                 }
-                Err("header dict: unterminated list".into())
+                Err(self.error_at(open, Syntax::UnterminatedList))
             }
             Some(c) if c.is_ascii_digit() => Ok(Literal::Int(self.int()?)),
             _ => {
@@ -253,7 +273,7 @@ impl Parser<'_> {
                         return Ok(Literal::Bool(b));
                     }
                 }
-                Err(format!("header dict: unexpected value at byte {}", self.i))
+                Err(self.error(Syntax::UnexpectedValue))
             }
         }
     }
@@ -312,49 +332,106 @@ mod tests {
         let good = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
         let mut bad_magic = file_bytes(1, good);
         bad_magic[1] = b'X';
-        assert!(NpyHeader::parse(&bad_magic)
-            .expect_err("magic")
-            .contains("magic"));
-        assert!(NpyHeader::parse(&file_bytes(4, good))
-            .expect_err("version")
-            .contains("version 4.0"));
+        assert_eq!(NpyHeader::parse(&bad_magic), Err(HeaderError::BadMagic));
+        assert_eq!(NpyHeader::parse(b"\x93NUM"), Err(HeaderError::BadMagic));
+        assert_eq!(
+            NpyHeader::parse(&file_bytes(2, good)[..10]),
+            Err(HeaderError::TruncatedPreamble)
+        );
+        assert_eq!(
+            NpyHeader::parse(&file_bytes(4, good)),
+            Err(HeaderError::UnsupportedVersion { major: 4, minor: 0 })
+        );
         let mut short = file_bytes(1, good);
         short.truncate(30);
-        assert!(NpyHeader::parse(&short)
-            .expect_err("short")
-            .contains("ends inside"));
+        assert_eq!(
+            NpyHeader::parse(&short),
+            Err(HeaderError::TruncatedHeader { len: good.len() })
+        );
+        let mut huge = file_bytes(2, good);
+        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            NpyHeader::parse(&huge),
+            Err(HeaderError::HeaderTooLong { .. })
+        ));
+        let syntax = |at, problem| HeaderError::Syntax { at, problem };
         for (dict, want) in [
-            ("{'descr': '<f4', 'shape': (3,), }", "fortran_order"),
+            (
+                "{'descr': '<f4', 'shape': (3,), }",
+                HeaderError::MissingKey {
+                    key: HeaderKey::FortranOrder,
+                },
+            ),
             (
                 "{'descr': '<f4', 'fortran_order': 0, 'shape': (3,)}",
-                "True or False",
+                HeaderError::BadValue {
+                    key: HeaderKey::FortranOrder,
+                },
+            ),
+            (
+                "{'descr': 1, 'fortran_order': False, 'shape': (3,)}",
+                HeaderError::BadValue {
+                    key: HeaderKey::Descr,
+                },
+            ),
+            (
+                "{'descr': '<f4', 'fortran_order': False, 'shape': 3}",
+                HeaderError::BadValue {
+                    key: HeaderKey::Shape,
+                },
             ),
             (
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (-3,)}",
-                "integer",
+                syntax(51, Syntax::ExpectedInteger),
             ),
             (
                 "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (3,)}",
-                "structured",
+                HeaderError::StructuredDescr,
             ),
             (
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)",
-                "expected '}'",
+                syntax(54, Syntax::Expected('}')),
             ),
-            ("{'descr': '<f4 ", "unterminated"),
+            ("{'descr': '<f4 ", syntax(10, Syntax::UnterminatedString)),
+            ("{'descr': [('a', ", syntax(10, Syntax::UnterminatedList)),
+            ("{'descr': <f4}", syntax(10, Syntax::UnexpectedValue)),
+            ("{descr: 1}", syntax(1, Syntax::ExpectedString)),
             (
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)} x",
-                "after the header",
+                syntax(56, Syntax::TrailingText),
             ),
         ] {
-            let err = NpyHeader::parse(&file_bytes(1, dict)).expect_err(dict);
-            assert!(err.contains(want), "{dict}: {err}");
+            assert_eq!(NpyHeader::parse(&file_bytes(1, dict)), Err(want), "{dict}");
         }
         let utf8 = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'é': 'x'}";
-        assert!(NpyHeader::parse(&file_bytes(1, utf8))
-            .expect_err("ascii")
-            .contains("ASCII"));
+        assert_eq!(
+            NpyHeader::parse(&file_bytes(1, utf8)),
+            Err(HeaderError::NotAscii)
+        );
         assert!(NpyHeader::parse(&file_bytes(3, utf8)).is_ok());
+        let mut latin1 = file_bytes(3, good);
+        latin1[12] = 0xFF;
+        assert_eq!(NpyHeader::parse(&latin1), Err(HeaderError::NotUtf8));
+    }
+
+    #[test]
+    fn errors_read_as_sentences() {
+        let e = HeaderError::Syntax {
+            at: 7,
+            problem: Syntax::Expected('}'),
+        };
+        assert_eq!(e.to_string(), "header dict: expected '}' at byte 7");
+        assert_eq!(
+            HeaderError::MissingKey {
+                key: HeaderKey::Shape
+            }
+            .to_string(),
+            "the header has no \"shape\" key"
+        );
+        assert_eq!(
+            HeaderError::UnsupportedVersion { major: 4, minor: 1 }.to_string(),
+            "format version 4.1 is not one of 1.0, 2.0, 3.0"
+        );
     }
 
     #[test]
