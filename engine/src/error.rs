@@ -962,7 +962,7 @@ pub enum InternalError {
     /// Publishing a store failed in a way the writer does not know (the platform's
     /// error is the source).
     Publish {
-        source: std::sync::Arc<zring_platform::publish::PublishError>,
+        source: std::sync::Arc<zring_platform::PublishError>,
     },
     /// The runtime that runs remote requests could not start (the system's reason).
     RemoteRuntime { reason: String },
@@ -1400,7 +1400,7 @@ pub enum ManifestProblem {
     /// Publishing the manifest failed in a way the protocol does not name (the
     /// platform's error is the source).
     Publish {
-        source: std::sync::Arc<zring_platform::publish::PublishError>,
+        source: std::sync::Arc<zring_platform::PublishError>,
     },
     /// The manifest of version `version` (garbage collection reads old ones) is bad.
     InVersion {
@@ -1679,7 +1679,7 @@ mod tests {
 
     #[test]
     fn a_publish_failure_keeps_the_platform_s_error_as_its_source() {
-        use zring_platform::publish::PublishError;
+        use zring_platform::PublishError;
         let publish = std::sync::Arc::new(PublishError::Io {
             step: "renaming the new file into place",
             path: "/d/x.zr".into(),

@@ -39,7 +39,7 @@ const WRITER_FIELD: usize = 32;
 /// Computed by the platform's runtime-dispatched XXH3 (AVX2 where the CPU has it),
 /// bit-identical to the reference.
 pub fn checksum(bytes: &[u8]) -> u64 {
-    zring_platform::hash::xxh3_64(bytes)
+    zring_platform::xxh3_64(bytes)
 }
 
 /// Rounds `x` up to a multiple of `align` (a power of two), or `None` on overflow.

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use zring_platform::file;
+use zring_platform::{open_regular, read_exact_at};
 
 use crate::error::{BlockKind, Error, Result, StoreProblem};
 use crate::format::{self, BlockError, Entry, Footer, Superblock, BLOCK};
@@ -45,8 +45,7 @@ impl Store {
         }
         let path = path.as_ref().to_path_buf();
         // Not File::open: a FIFO would block it forever.
-        let file =
-            file::open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
+        let file = open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
         let meta = file
             .metadata()
             .map_err(|e| Error::io(&path, "reading the store's size", e))?;
@@ -290,7 +289,7 @@ impl std::fmt::Debug for Store {
 /// Reads and decodes the superblock and footer of a file of `len` bytes.
 fn read_blocks(path: &PathBuf, file: &File, len: u64) -> Result<(Superblock, Footer)> {
     let read = |block: &mut [u8], at: u64| -> Result<()> {
-        file::read_exact_at(file, block, at).map_err(|e| match file.metadata().map(|m| m.len()) {
+        read_exact_at(file, block, at).map_err(|e| match file.metadata().map(|m| m.len()) {
             Ok(now) if now != len => Error::FileChanged {
                 path: path.clone(),
                 len: now,

@@ -126,4 +126,4 @@ pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use recycle::PooledVec;
 pub use view::{Source, View};
-pub use zring_platform::bufpool::{BufPool, BufPoolStats, PooledBuf};
+pub use zring_platform::{BufPool, BufPoolStats, PooledBuf};

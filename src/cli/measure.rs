@@ -132,7 +132,7 @@ pub fn decode_bytes_per_s(
             continue;
         }
         let mut buf = vec![0u8; e.stored_len as usize];
-        zring_platform::file::read_exact_at(&file, &mut buf, e.offset)
+        zring_platform::read_exact_at(&file, &mut buf, e.offset)
             .map_err(|err| super::error::CliError::io(store.path(), "reading a record", err))?;
         frames.push((
             buf,
@@ -211,7 +211,7 @@ impl LoadWindow {
     pub fn start() -> Self {
         Self {
             at: Instant::now(),
-            busy_ticks: zring_platform::cpu::machine_busy_ticks(),
+            busy_ticks: zring_platform::machine_busy_ticks(),
         }
     }
 
@@ -223,8 +223,7 @@ impl LoadWindow {
         if secs < 0.1 {
             return None;
         }
-        let busy =
-            zring_platform::cpu::machine_busy_ticks()?.saturating_sub(self.busy_ticks?) as f64;
+        let busy = zring_platform::machine_busy_ticks()?.saturating_sub(self.busy_ticks?) as f64;
         Some((busy / TICKS_PER_SECOND - own_cpu_seconds?).max(0.0) / secs)
     }
 }
@@ -282,7 +281,7 @@ mod tests {
         assert_eq!(w.other_cores(Some(0.0)), None, "too short to say");
         std::thread::sleep(Duration::from_millis(120));
         if let Some(c) = w.other_cores(Some(0.0)) {
-            assert!(c >= 0.0 && c <= zring_platform::cpu::available_cores() as f64 + 0.5);
+            assert!(c >= 0.0 && c <= zring_platform::available_cores() as f64 + 0.5);
         }
     }
 

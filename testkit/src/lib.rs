@@ -10,7 +10,7 @@
 //! - [`watchdog`]: turning a hang into a failure with a generous timeout, so tests
 //!   assert events instead of durations.
 //!
-//! Forked children run through `zring_platform::process::run_forked` (one runner,
+//! Forked children run through `zring_platform::run_forked` (one runner,
 //! with a timeout). This crate depends on no zring crate, so every zring crate (platform included)
 //! can use it from its tests without a dependency cycle.
 

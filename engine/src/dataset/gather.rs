@@ -151,7 +151,7 @@ impl Dataset {
 
     /// Gathers fields `fields` of `indices` into new buffers.
     pub fn gather_vec(&self, indices: &[u64], fields: &[usize]) -> Result<Vec<FieldBatch>> {
-        let align = zring_platform::buffer::DEFAULT_ALIGN;
+        let align = zring_platform::DEFAULT_ALIGN;
         let alloc = |n: usize| {
             AlignedBuf::new(n, align)
                 .map_err(|e| Error::io(self.path(), "allocating a batch buffer", e))

@@ -211,12 +211,10 @@ impl Reader {
     /// [`Error::RecordOutOfMemory`] naming it: a hostile entry must not abort the
     /// process.
     pub(crate) fn record_buf(&self, index: u64, len: u32) -> Result<Vec<u8>> {
-        zring_platform::buffer::try_zeroed_vec(len as usize).ok_or_else(|| {
-            Error::RecordOutOfMemory {
-                path: self.path.clone(),
-                index,
-                bytes: u64::from(len),
-            }
+        zring_platform::try_zeroed_vec(len as usize).ok_or_else(|| Error::RecordOutOfMemory {
+            path: self.path.clone(),
+            index,
+            bytes: u64::from(len),
         })
     }
 
@@ -348,9 +346,8 @@ impl Reader {
     pub(crate) fn gather_ragged(&self, indices: &[u64]) -> Result<RaggedBatch> {
         let mut layout = RaggedLayout::default();
         self.ragged_layout_into(indices, &mut layout)?;
-        let mut values =
-            AlignedBuf::new(layout.values_bytes, zring_platform::buffer::DEFAULT_ALIGN)
-                .map_err(|e| Error::io(&self.path, "allocating the values buffer", e))?;
+        let mut values = AlignedBuf::new(layout.values_bytes, zring_platform::DEFAULT_ALIGN)
+            .map_err(|e| Error::io(&self.path, "allocating the values buffer", e))?;
         self.gather_ragged_into(indices, &layout, &mut values)?;
         Ok(RaggedBatch {
             values,

@@ -215,7 +215,7 @@ impl Opened {
                 )
             })?;
             buf.resize(len, 0);
-            zring_platform::file::read_exact_at(&meta_file, &mut buf, s.offset)
+            zring_platform::read_exact_at(&meta_file, &mut buf, s.offset)
                 .map_err(|e| changed_or(path, &meta_file, f, e, "reading metadata"))?;
             check_section(path, s, section, &buf)?;
             Ok(buf)
@@ -269,7 +269,7 @@ impl Opened {
         };
         if backend != Backend::Mmap {
             if let Some(file) = source.file() {
-                zring_platform::file::advise_random(file.file());
+                zring_platform::advise_random(file.file());
             }
         }
         Ok(Self {
@@ -345,7 +345,7 @@ fn checksum_in_chunks(
     let mut at = s.offset;
     while at < s.offset + s.len {
         let n = CHUNK.min(s.offset + s.len - at) as usize;
-        zring_platform::file::read_exact_at(file, &mut buf[..n], at)
+        zring_platform::read_exact_at(file, &mut buf[..n], at)
             .map_err(|e| changed_or(path, file, f, e, "reading metadata"))?;
         hasher.update(&buf[..n]);
         at += n as u64;

@@ -5,8 +5,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use zring_platform::publish::PendingFile;
-use zring_platform::PoolHandle;
+use zring_platform::{PendingFile, PoolHandle};
 
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, Result,
@@ -104,7 +103,7 @@ pub(super) fn write_records(
     }
     let pool = t.pool.get();
     let tasks = match t.threads {
-        0 if t.pool.is_global() => zring_platform::cpu::available_cores(),
+        0 if t.pool.is_global() => zring_platform::available_cores(),
         0 => pool.workers() + 1,
         k => k,
     }

@@ -22,8 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use zring_platform::publish::{parent_dir, PendingFile, PublishError};
-use zring_platform::PoolHandle;
+use zring_platform::{parent_dir, PendingFile, PoolHandle, PublishError};
 
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, RecordProblem,
@@ -704,7 +703,7 @@ fn remove_stale_temps(path: &Path) {
             .ok()
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age >= std::time::Duration::from_secs(60));
-        if pid != std::process::id() && idle && !zring_platform::cleanup::is_alive(pid) {
+        if pid != std::process::id() && idle && !zring_platform::process_is_alive(pid) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
