@@ -35,7 +35,7 @@ pub enum Error {
     CorruptEntry {
         path: PathBuf,
         index: u64,
-        source: crate::format::EntryError,
+        source: crate::entry::EntryError,
     },
     /// The store's file changed size while the store was open (truncated by another
     /// process, a failing disk or a network file system): the reads that need the
@@ -1411,7 +1411,7 @@ pub enum ManifestProblem {
 
 impl fmt::Display for ManifestProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::dataset::manifest::MANIFEST_MAJOR;
+        use crate::dataset::MANIFEST_MAJOR;
         match self {
             ManifestProblem::TooLarge { bytes } => {
                 write!(f, "{bytes} bytes is larger than any manifest zring writes")

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use zring_platform::{open_regular, read_exact_at};
 
+use crate::entry::Entry;
 use crate::error::{BlockKind, Error, Result, StoreProblem};
-use crate::format::{self, BlockError, Entry, Footer, Superblock, BLOCK};
+use crate::format::{self, BlockError, Footer, Superblock, BLOCK};
 use crate::read::{
     Backend, Coalesce, Opened, RaggedBatch, RaggedLayout, Read, ReadOptions, Reader, ReadsServed,
     StoreStats,

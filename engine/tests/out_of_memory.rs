@@ -113,7 +113,8 @@ const HUGE: u64 = 1;
 const CLAIM: u32 = 3 << 30;
 
 fn store_with_a_huge_record(dir: &Path) -> std::path::PathBuf {
-    use zring_engine::format::{self, RecordCodec};
+    use zring_engine::format;
+    use zring_engine::RecordCodec;
     let path = dir.join("huge.zr");
     let r = common::ragged_records(4, 1, DType::U8, 400, 5);
     common::write_ragged(&path, DType::U8, WriteOptions::default(), &r, 1).expect("write");

@@ -121,7 +121,7 @@ pub fn decode_bytes_per_s(
     store: &zring_engine::Store,
     min_time: Duration,
 ) -> Result<Option<f64>, super::error::CliError> {
-    use zring_engine::format::RecordCodec;
+    use zring_engine::RecordCodec;
     let file = std::fs::File::open(store.path())
         .map_err(|e| super::error::CliError::io(store.path(), "opening the store", e))?;
     let n = store.len();

@@ -14,10 +14,11 @@ use std::io;
 
 use zring_platform::{scratch_oversized, AlignedBuf, DIRECT_ALIGN};
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, CodecError, Error, InternalError, RecordProblem, Result,
 };
-use crate::format::{self, Entry, RecordCodec};
+use crate::format;
 
 use super::Reader;
 

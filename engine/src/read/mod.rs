@@ -31,10 +31,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use zring_platform::PoolHandle;
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, Error, RecordProblem, Result, SectionKind, StoreProblem,
 };
-use crate::format::{self, Entry, Footer, RecordCodec, Section, Superblock};
+use crate::format::{self, Footer, Section, Superblock};
 use crate::schema::{Layout, StoreSchema};
 
 pub use backend::{Backend, ParseBackendError};

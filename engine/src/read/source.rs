@@ -28,11 +28,12 @@ use zring_platform::{
     URING_MAX_DEPTH,
 };
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, Error, InternalError, RecordProblem, Result,
     StoreProblem,
 };
-use crate::format::{Entry, Footer, RecordCodec};
+use crate::format::Footer;
 
 use super::decode::{grow, grow_aligned, DecodeCtx, Decoders};
 use super::plan::{span, Coalesce, Planner};

@@ -7,10 +7,11 @@ use std::sync::{Condvar, Mutex};
 
 use zring_platform::{PendingFile, PoolHandle};
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, Result,
 };
-use crate::format::{self, align_up, Entry, RecordCodec};
+use crate::format::{self, align_up};
 use crate::schema::Codec;
 
 /// Where one record's bytes are in an append's source.

@@ -8,11 +8,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zring_engine::format::{self, Entry, EntryError, Footer, BLOCK, ENTRY_BYTES};
+use zring_engine::format::{self, Footer, BLOCK, ENTRY_BYTES};
 use zring_engine::{
     Backend, Codec, DType, Error, ReadOptions, RecordProblem, Result, Schema, Store, StoreProblem,
     WriteOptions, Writer,
 };
+use zring_engine::{Entry, EntryError};
 
 pub use zring_testkit::{compressible, noise, Rng};
 
