@@ -1371,8 +1371,9 @@ pub enum ManifestProblem {
     ChecksumMismatch { stored: String, computed: u64 },
     /// The `format` is not `"zring-dataset"`.
     NotADataset,
-    /// A manifest format major version this zring does not read.
-    UnsupportedMajor { major: u64 },
+    /// A manifest format major version this zring does not read (it reads
+    /// `supported`).
+    UnsupportedMajor { major: u64, supported: u64 },
     /// A field entry has no `key`, or its name is not a string.
     FieldMissing { key: &'static str },
     /// Field `field`'s `what` is not valid.
@@ -1411,7 +1412,6 @@ pub enum ManifestProblem {
 
 impl fmt::Display for ManifestProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::dataset::MANIFEST_MAJOR;
         match self {
             ManifestProblem::TooLarge { bytes } => {
                 write!(f, "{bytes} bytes is larger than any manifest zring writes")
@@ -1423,9 +1423,9 @@ impl fmt::Display for ManifestProblem {
                 "checksum mismatch (stored {stored}, computed {computed:016x})"
             ),
             ManifestProblem::NotADataset => f.write_str("format is not \"zring-dataset\""),
-            ManifestProblem::UnsupportedMajor { major } => write!(
+            ManifestProblem::UnsupportedMajor { major, supported } => write!(
                 f,
-                "manifest format {major} is not the {MANIFEST_MAJOR} this zring reads; upgrade zring"
+                "manifest format {major} is not the {supported} this zring reads; upgrade zring"
             ),
             ManifestProblem::FieldMissing { key } => write!(f, "a field has no {key:?} string"),
             ManifestProblem::FieldValue { field, what } => write!(f, "field {field:?}: {what}"),

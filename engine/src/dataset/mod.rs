@@ -52,7 +52,6 @@ pub use gc::{collect_garbage, GcReport};
 #[cfg(feature = "remote")]
 pub(crate) use location::MAX_MANIFEST_BYTES;
 pub use location::{version_path, LocalDir, Location};
-pub(crate) use manifest::MANIFEST_MAJOR;
 pub use manifest::{Field, Manifest, Shard};
 #[cfg(feature = "remote")]
 pub(crate) use manifest::{MANIFEST_FILE, VERSIONS_DIR};

@@ -19,6 +19,7 @@
 mod backend;
 mod decode;
 mod gather;
+mod layout;
 mod meta;
 mod netfs;
 pub(crate) mod plan;
@@ -43,6 +44,7 @@ pub use gather::{RaggedBatch, RaggedLayout};
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
+pub(crate) use layout::{check_schema, decode_footer, decode_superblock};
 // Used by the remote reader only.
 #[cfg(feature = "remote")]
 pub(crate) use decode::DecodeCtx;
