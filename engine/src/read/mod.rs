@@ -44,6 +44,7 @@ pub use gather::{RaggedBatch, RaggedLayout};
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
+pub(crate) use gather::{COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD, TASK_BYTES};
 pub(crate) use layout::{check_schema, decode_footer, decode_superblock};
 // Used by the remote reader only.
 #[cfg(feature = "remote")]
