@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 
@@ -398,15 +397,8 @@ fn run_child_test(
     path: &Path,
     extra_env: Option<(&str, &str)>,
 ) -> (bool, String, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        child,
-        "--nocapture",
-        "--ignored",
-        "--test-threads=1",
-    ])
-    .env(store_var, path);
+    let mut cmd = zring_testkit::rerun_test(child);
+    cmd.env(store_var, path);
     if let Some((k, v)) = extra_env {
         cmd.env(k, v);
     }

@@ -14,7 +14,8 @@ use zring_engine::{
     AllocFailure, Allocation, Backend, Codec, DType, Error, ReadOptions, Schema, Store,
     WriteOptions, Writer,
 };
-use zring_platform::{limit_address_space_to_current_plus, run_forked, ChildEnd};
+use zring_testkit::os::limit_address_space_to_current_plus;
+use zring_testkit::{run_forked, ChildEnd};
 
 /// 96 MB of table: more than one glibc malloc arena (64 MB), whose reserved but unused
 /// address space could otherwise hold a copy under the limit.

@@ -9,8 +9,8 @@ mod common;
 use common::{dense_store, indices_of, ragged_store};
 use zring_engine::{Backend, Codec, ReadOptions, Store};
 use zring_loader::{Loader, LoaderOptions};
-use zring_platform::child_succeeds;
 use zring_sampler::{Mode, Sampler};
+use zring_testkit::child_succeeds;
 
 /// A forked child runs `f`; a hang counts as a failure after two minutes.
 fn in_child(f: impl FnOnce() -> bool) -> bool {

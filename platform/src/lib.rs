@@ -84,15 +84,9 @@ pub use oneshot::{
 };
 
 // Test seams: fault injection into the write path's file-system operations and into
-// reads, and the fork runner. Not for production use.
+// reads. Not for production use.
 pub use faults::{
     install as install_fs_hook, install_read as install_read_hook, Hook as FsHook,
     Installed as FsHookGuard, Op as FsOp, ReadFault, ReadHook, ReadInstalled as ReadHookGuard,
     ReadSite,
 };
-#[cfg(target_os = "linux")]
-#[doc(hidden)]
-pub use process::limit_address_space_to_current_plus;
-#[cfg(unix)]
-#[doc(hidden)]
-pub use process::{child_succeeds, fork_during_first_use, run_forked, ChildEnd};

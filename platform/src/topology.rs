@@ -440,18 +440,13 @@ mod tests {
             let _ = Placement::near_path(env!("CARGO_MANIFEST_PATH"));
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "topology::tests::a_topology_load_failure_falls_back_to_the_os_order_with_one_note",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .env("HWLOC_COMPONENTS", "-linux,-x86,-no_os")
-            .output()
-            .expect("run the child test");
+        let out = zring_testkit::rerun_test(
+            "topology::tests::a_topology_load_failure_falls_back_to_the_os_order_with_one_note",
+        )
+        .env(CHILD, "1")
+        .env("HWLOC_COMPONENTS", "-linux,-x86,-no_os")
+        .output()
+        .expect("run the child test");
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");

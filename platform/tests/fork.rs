@@ -7,9 +7,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use zring_platform::{
-    fork_during_first_use, uring_available, uring_read_batch, ChildEnd, Pool, ReadReq, RingFile,
-};
+use zring_platform::{uring_available, uring_read_batch, Pool, ReadReq, RingFile};
+use zring_testkit::{fork_during_first_use, ChildEnd};
 
 const CHUNK: usize = 4096;
 const CHUNKS: usize = 64;
