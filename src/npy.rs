@@ -56,7 +56,7 @@ impl NpyFile {
         };
         // Not File::open: a FIFO would block it forever.
         let mut file =
-            zring_platform::file::open_regular(path).map_err(|e| io("opening the .npy file", e))?;
+            zring_platform::open_regular(path).map_err(|e| io("opening the .npy file", e))?;
         let file_len = file
             .metadata()
             .map_err(|e| io("reading the .npy file's size", e))?

@@ -26,8 +26,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use zring_benches::{baselines, data, stores, Dense, Frames, IidBatches, Ragged};
 use zring_benches::{StoreCodec, BATCH, SEED};
 use zring_engine::{Backend, ReadOptions, Store};
-use zring_platform::buffer::DEFAULT_ALIGN;
-use zring_platform::AlignedBuf;
+use zring_platform::{AlignedBuf, DEFAULT_ALIGN};
 
 use common::{
     backends, bench, configure, open_file, print_store_meta, records, scratch_dir, time_batches,

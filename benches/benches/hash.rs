@@ -10,7 +10,6 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use zring_platform::hash;
 
 /// Records per iteration: enough that a batch of W1 records (36 MiB) leaves the cache
 /// the way a gather's batch does.
@@ -42,7 +41,7 @@ fn bench_size(c: &mut Criterion, name: &str, len: usize) {
         b.iter(|| {
             pairs(&mut dst, &mut |s, d| {
                 d.copy_from_slice(s);
-                hash::xxh3_64_portable(black_box(d))
+                zring_platform::xxh3_64_portable(black_box(d))
             })
         })
     });
@@ -50,12 +49,12 @@ fn bench_size(c: &mut Criterion, name: &str, len: usize) {
         b.iter(|| {
             pairs(&mut dst, &mut |s, d| {
                 d.copy_from_slice(s);
-                hash::xxh3_64(black_box(d))
+                zring_platform::xxh3_64(black_box(d))
             })
         })
     });
     g.bench_function("copy_and_hash", |b| {
-        b.iter(|| pairs(&mut dst, &mut |s, d| hash::copy_and_hash(s, d)))
+        b.iter(|| pairs(&mut dst, &mut |s, d| zring_platform::copy_and_hash(s, d)))
     });
     // The ceiling: one record hashed `BATCH` times, so it stays in L1/L2. No copy can
     // be checked faster than this, whatever the read path does.
@@ -64,7 +63,7 @@ fn bench_size(c: &mut Criterion, name: &str, len: usize) {
         b.iter(|| {
             let mut acc = 0u64;
             for _ in 0..BATCH {
-                acc ^= hash::xxh3_64(black_box(hot));
+                acc ^= zring_platform::xxh3_64(black_box(hot));
             }
             acc
         })
@@ -84,7 +83,10 @@ fn bench_size(c: &mut Criterion, name: &str, len: usize) {
 }
 
 fn benches(c: &mut Criterion) {
-    eprintln!("hash: AVX2 path in use: {}", hash::uses_avx2());
+    eprintln!(
+        "hash: AVX2 path in use: {}",
+        zring_platform::xxh3_uses_avx2()
+    );
     bench_size(c, "hash_w1", 150_528);
     bench_size(c, "hash_w2", 2048);
     bench_size(c, "hash_w3", 520);

@@ -59,7 +59,7 @@ pub fn pread_gather(
     dst: &mut [u8],
 ) -> io::Result<()> {
     for (&i, slot) in indices.iter().zip(dst.chunks_exact_mut(width)) {
-        zring_platform::file::read_exact_at(file, slot, offsets[i as usize])?;
+        zring_platform::read_exact_at(file, slot, offsets[i as usize])?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ impl CpuSnapshot {
         let me = std::fs::read_to_string("/proc/self/stat").ok()?;
         Some(Self {
             at: Instant::now(),
-            machine_busy_ticks: zring_platform::cpu::machine_busy_ticks()?,
+            machine_busy_ticks: zring_platform::machine_busy_ticks()?,
             process_ticks: process_cpu(&me)?,
         })
     }

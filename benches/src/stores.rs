@@ -4,8 +4,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use zring_engine::format::{Entry, RecordCodec};
 use zring_engine::{train_dict, Codec, Error, Result, Store, WriteOptions, Writer};
+use zring_engine::{Entry, RecordCodec};
 
 use crate::data::{Dense, Ragged};
 

@@ -35,7 +35,7 @@ pub enum Error {
     CorruptEntry {
         path: PathBuf,
         index: u64,
-        source: crate::format::EntryError,
+        source: crate::entry::EntryError,
     },
     /// The store's file changed size while the store was open (truncated by another
     /// process, a failing disk or a network file system): the reads that need the
@@ -962,7 +962,7 @@ pub enum InternalError {
     /// Publishing a store failed in a way the writer does not know (the platform's
     /// error is the source).
     Publish {
-        source: std::sync::Arc<zring_platform::publish::PublishError>,
+        source: std::sync::Arc<zring_platform::PublishError>,
     },
     /// The runtime that runs remote requests could not start (the system's reason).
     RemoteRuntime { reason: String },
@@ -1371,8 +1371,9 @@ pub enum ManifestProblem {
     ChecksumMismatch { stored: String, computed: u64 },
     /// The `format` is not `"zring-dataset"`.
     NotADataset,
-    /// A manifest format major version this zring does not read.
-    UnsupportedMajor { major: u64 },
+    /// A manifest format major version this zring does not read (it reads
+    /// `supported`).
+    UnsupportedMajor { major: u64, supported: u64 },
     /// A field entry has no `key`, or its name is not a string.
     FieldMissing { key: &'static str },
     /// Field `field`'s `what` is not valid.
@@ -1400,7 +1401,7 @@ pub enum ManifestProblem {
     /// Publishing the manifest failed in a way the protocol does not name (the
     /// platform's error is the source).
     Publish {
-        source: std::sync::Arc<zring_platform::publish::PublishError>,
+        source: std::sync::Arc<zring_platform::PublishError>,
     },
     /// The manifest of version `version` (garbage collection reads old ones) is bad.
     InVersion {
@@ -1411,7 +1412,6 @@ pub enum ManifestProblem {
 
 impl fmt::Display for ManifestProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::dataset::manifest::MANIFEST_MAJOR;
         match self {
             ManifestProblem::TooLarge { bytes } => {
                 write!(f, "{bytes} bytes is larger than any manifest zring writes")
@@ -1423,9 +1423,9 @@ impl fmt::Display for ManifestProblem {
                 "checksum mismatch (stored {stored}, computed {computed:016x})"
             ),
             ManifestProblem::NotADataset => f.write_str("format is not \"zring-dataset\""),
-            ManifestProblem::UnsupportedMajor { major } => write!(
+            ManifestProblem::UnsupportedMajor { major, supported } => write!(
                 f,
-                "manifest format {major} is not the {MANIFEST_MAJOR} this zring reads; upgrade zring"
+                "manifest format {major} is not the {supported} this zring reads; upgrade zring"
             ),
             ManifestProblem::FieldMissing { key } => write!(f, "a field has no {key:?} string"),
             ManifestProblem::FieldValue { field, what } => write!(f, "field {field:?}: {what}"),
@@ -1679,7 +1679,7 @@ mod tests {
 
     #[test]
     fn a_publish_failure_keeps_the_platform_s_error_as_its_source() {
-        use zring_platform::publish::PublishError;
+        use zring_platform::PublishError;
         let publish = std::sync::Arc::new(PublishError::Io {
             step: "renaming the new file into place",
             path: "/d/x.zr".into(),

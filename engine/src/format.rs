@@ -39,7 +39,7 @@ const WRITER_FIELD: usize = 32;
 /// Computed by the platform's runtime-dispatched XXH3 (AVX2 where the CPU has it),
 /// bit-identical to the reference.
 pub fn checksum(bytes: &[u8]) -> u64 {
-    zring_platform::hash::xxh3_64(bytes)
+    zring_platform::xxh3_64(bytes)
 }
 
 /// Rounds `x` up to a multiple of `align` (a power of two), or `None` on overflow.
@@ -68,13 +68,13 @@ fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(a)
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[at..at + 4]);
     u32::from_le_bytes(a)
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(a)
@@ -351,104 +351,6 @@ pub fn check_footer(f: &Footer, sb: &Superblock, file_len: u64) -> Result<(), St
     Ok(())
 }
 
-/// How one record's stored bytes are encoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecordCodec {
-    Raw = 0,
-    Zstd = 1,
-    ZstdDict = 2,
-}
-
-/// One record's table entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
-    pub offset: u64,
-    pub stored_len: u32,
-    pub logical_len: u32,
-    pub checksum: u64,
-    pub codec: RecordCodec,
-}
-
-impl Entry {
-    /// The 32 bytes on disk.
-    pub fn encode(&self) -> [u8; ENTRY_BYTES] {
-        let mut b = [0u8; ENTRY_BYTES];
-        b[0..8].copy_from_slice(&self.offset.to_le_bytes());
-        b[8..12].copy_from_slice(&self.stored_len.to_le_bytes());
-        b[12..16].copy_from_slice(&self.logical_len.to_le_bytes());
-        b[16..24].copy_from_slice(&self.checksum.to_le_bytes());
-        b[24] = self.codec as u8;
-        b
-    }
-
-    /// Parses 32 bytes. Bounds against the data region are checked by the store.
-    pub fn decode(b: &[u8]) -> Result<Self, EntryError> {
-        if b.len() != ENTRY_BYTES {
-            return Err(EntryError::Length(b.len()));
-        }
-        let codec = match b[24] {
-            0 => RecordCodec::Raw,
-            1 => RecordCodec::Zstd,
-            2 => RecordCodec::ZstdDict,
-            t => return Err(EntryError::CodecTag(t)),
-        };
-        if b[25..32].iter().any(|&x| x != 0) {
-            return Err(EntryError::Reserved);
-        }
-        let e = Self {
-            offset: u64_at(b, 0),
-            stored_len: u32_at(b, 8),
-            logical_len: u32_at(b, 12),
-            checksum: u64_at(b, 16),
-            codec,
-        };
-        if codec == RecordCodec::Raw && e.stored_len != e.logical_len {
-            return Err(EntryError::RawLengths {
-                stored: e.stored_len,
-                logical: e.logical_len,
-            });
-        }
-        Ok(e)
-    }
-
-    /// The bytes `[offset, offset + stored_len)` the record occupies in the file.
-    pub fn span(&self) -> std::ops::Range<u64> {
-        self.offset..self.offset + u64::from(self.stored_len)
-    }
-}
-
-/// Why 32 bytes are not a valid table entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EntryError {
-    /// The slice is not [`ENTRY_BYTES`] long.
-    Length(usize),
-    /// The codec byte names no codec.
-    CodecTag(u8),
-    /// Bytes 25..32 are reserved and must be zero.
-    Reserved,
-    /// A raw record's stored and logical lengths differ.
-    RawLengths { stored: u32, logical: u32 },
-}
-
-impl std::fmt::Display for EntryError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EntryError::Length(n) => {
-                write!(f, "table entry is {n} bytes, expected {ENTRY_BYTES}")
-            }
-            EntryError::CodecTag(t) => write!(f, "unknown codec tag {t}"),
-            EntryError::Reserved => f.write_str("reserved bytes of the table entry are not zero"),
-            EntryError::RawLengths { stored, logical } => write!(
-                f,
-                "raw record stores {stored} bytes but its logical length is {logical}"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for EntryError {}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,30 +418,6 @@ mod tests {
         let mut bad = b.clone();
         bad[100] ^= 0x40;
         assert_eq!(Footer::decode(&bad), Err(BlockError::Checksum));
-    }
-
-    #[test]
-    fn entries_round_trip_and_bad_tags_are_refused() {
-        let e = Entry {
-            offset: 1 << 33,
-            stored_len: 10,
-            logical_len: 20,
-            checksum: 0xdead_beef,
-            codec: RecordCodec::Zstd,
-        };
-        let mut b = e.encode();
-        assert_eq!(Entry::decode(&b).expect("decode"), e);
-        b[24] = 9;
-        assert_eq!(Entry::decode(&b), Err(EntryError::CodecTag(9)));
-        b[24] = 0;
-        assert_eq!(
-            Entry::decode(&b),
-            Err(EntryError::RawLengths {
-                stored: 10,
-                logical: 20
-            })
-        );
-        assert_eq!(Entry::decode(&b[..31]), Err(EntryError::Length(31)));
     }
 
     #[test]

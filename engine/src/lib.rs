@@ -48,6 +48,7 @@
 pub mod dataset;
 mod dict;
 mod dtype;
+mod entry;
 mod error;
 #[doc(hidden)]
 pub mod format;
@@ -60,12 +61,12 @@ mod writer;
 
 pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
+pub use entry::{Entry, EntryError, RecordCodec};
 pub use error::{
     AllocFailure, Allocation, ArgumentError, BlockKind, CodecError, Error, InternalError,
     ManifestProblem, ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError,
     SectionKind, ShardMismatch, SharedError, StoreMismatch, StoreProblem, UrlProblem,
 };
-pub use format::{Entry, EntryError, RecordCodec};
 pub use pending::Pending;
 pub use read::plan::Planner;
 pub use read::{

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use zring_platform::oneshot;
+use zring_platform::{oneshot_channel, OneshotReceiver};
 
 use crate::error::{Error, InternalError, Result};
 use crate::read::RaggedBatch;
@@ -19,12 +19,12 @@ use crate::store::Store;
 /// alive until then, because the read holds its own handle.
 #[must_use = "a Pending read does nothing unless awaited or waited for"]
 pub struct Pending<T> {
-    rx: oneshot::Receiver<Result<T>>,
+    rx: OneshotReceiver<Result<T>>,
 }
 
 impl<T: Send + 'static> Pending<T> {
     fn spawn(store: &Store, read: impl FnOnce() -> Result<T> + Send + 'static) -> Self {
-        let (tx, rx) = oneshot::channel();
+        let (tx, rx) = oneshot_channel();
         store.inner.pool.get().spawn(move || tx.send(read()));
         Self { rx }
     }

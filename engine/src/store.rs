@@ -6,15 +6,16 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use zring_platform::file;
+use zring_platform::{open_regular, read_exact_at};
 
-use crate::error::{BlockKind, Error, Result, StoreProblem};
-use crate::format::{self, BlockError, Entry, Footer, Superblock, BLOCK};
+use crate::entry::Entry;
+use crate::error::{Error, Result, StoreProblem};
+use crate::format::{self, Footer, Superblock, BLOCK};
 use crate::read::{
-    Backend, Coalesce, Opened, RaggedBatch, RaggedLayout, Read, ReadOptions, Reader, ReadsServed,
-    StoreStats,
+    check_schema, decode_footer, decode_superblock, Backend, Coalesce, Opened, RaggedBatch,
+    RaggedLayout, Read, ReadOptions, Reader, ReadsServed, StoreStats,
 };
-use crate::schema::{Codec, Layout, Schema, StoreSchema};
+use crate::schema::{Codec, Schema, StoreSchema};
 
 /// An open, immutable store. Cloning is cheap (shared); every method takes `&self`
 /// and any number of threads may read at once.
@@ -55,8 +56,7 @@ impl Store {
     pub(crate) fn open_file(path: &Path, name: PathBuf, opts: &ReadOptions) -> Result<Self> {
         let path = path.to_path_buf();
         // Not File::open: a FIFO would block it forever.
-        let file =
-            file::open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
+        let file = open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
         let meta = file
             .metadata()
             .map_err(|e| Error::io(&path, "reading the store's size", e))?;
@@ -312,7 +312,7 @@ impl std::fmt::Debug for Store {
 /// Reads and decodes the superblock and footer of a file of `len` bytes.
 fn read_blocks(path: &PathBuf, file: &File, len: u64) -> Result<(Superblock, Footer)> {
     let read = |block: &mut [u8], at: u64| -> Result<()> {
-        file::read_exact_at(file, block, at).map_err(|e| match file.metadata().map(|m| m.len()) {
+        read_exact_at(file, block, at).map_err(|e| match file.metadata().map(|m| m.len()) {
             Ok(now) if now != len => Error::FileChanged {
                 path: path.clone(),
                 len: now,
@@ -327,73 +327,4 @@ fn read_blocks(path: &PathBuf, file: &File, len: u64) -> Result<(Superblock, Foo
     let mut tail = vec![0u8; BLOCK];
     read(&mut tail, len - BLOCK as u64)?;
     Ok((superblock, decode_footer(path, &tail)?))
-}
-
-fn block_err(path: &Path, e: BlockError, block: BlockKind) -> Error {
-    let problem = match e {
-        BlockError::Magic => StoreProblem::BadMagic { block },
-        BlockError::Checksum => StoreProblem::BlockChecksum { block },
-        BlockError::Version { major, minor } => {
-            return Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                found_major: major,
-                found_minor: minor,
-            }
-        }
-        BlockError::NoSuchMajor { major } => StoreProblem::NoSuchMajor { block, major },
-        BlockError::Alignment { align } => StoreProblem::Alignment { align },
-        BlockError::EntrySize { size } => StoreProblem::EntrySize { size },
-    };
-    Error::corrupt(path, problem)
-}
-
-/// Decodes a store's first block (also for remote stores).
-pub(crate) fn decode_superblock(path: &Path, block: &[u8]) -> Result<Superblock> {
-    Superblock::decode(block).map_err(|e| block_err(path, e, BlockKind::Superblock))
-}
-
-/// Decodes a store's last block (also for remote stores).
-pub(crate) fn decode_footer(path: &Path, block: &[u8]) -> Result<Footer> {
-    Footer::decode(block).map_err(|e| block_err(path, e, BlockKind::Footer))
-}
-
-/// Parses the schema section and checks what the footer's sections must be for it.
-pub(crate) fn check_schema(path: &Path, json: &[u8], f: &Footer) -> Result<StoreSchema> {
-    let bad = |problem: StoreProblem| Error::corrupt(path, problem);
-    let stored = StoreSchema::from_json(json).map_err(|e| bad(StoreProblem::Schema(e)))?;
-    if stored.record_count != f.record_count {
-        return Err(bad(StoreProblem::RecordCount {
-            schema: stored.record_count,
-            footer: f.record_count,
-        }));
-    }
-    if format::table_len(f.record_count) != Some(f.table.len) {
-        return Err(bad(StoreProblem::TableLen {
-            len: f.table.len,
-            records: f.record_count,
-        }));
-    }
-    let ndim = match stored.schema.layout {
-        Layout::Dense { .. } => 0,
-        Layout::Ragged { ndim } => ndim,
-    };
-    let shapes_len = format::shapes_len(f.record_count, ndim);
-    if shapes_len != Some(f.shapes.len) {
-        return Err(bad(StoreProblem::ShapesLen {
-            len: f.shapes.len,
-            expected: shapes_len,
-        }));
-    }
-    if (stored.codec == Codec::ZstdDict) != (f.dict.len > 0) {
-        return Err(bad(StoreProblem::Dictionary {
-            codec: stored.codec,
-            dict_len: f.dict.len,
-        }));
-    }
-    // The writer refuses zero-byte dense records; a schema claiming them is hostile
-    // (and a zero record width would break the gather's slot arithmetic).
-    if stored.schema.item_bytes() == Some(0) {
-        return Err(bad(StoreProblem::ZeroSizeRecords));
-    }
-    Ok(stored)
 }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use zring_engine::{Backend, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
-use zring_platform::system::evict_from_page_cache;
+use zring_platform::evict_from_page_cache;
 
 const WIDTH: usize = 4096;
 const RECORDS: usize = 512;
@@ -30,7 +30,7 @@ fn evict(path: &Path) {
 
 /// Whether the file system under `path` accepts O_DIRECT (tmpfs does not).
 fn direct_supported(path: &Path) -> bool {
-    zring_platform::file::open_direct(path).is_ok()
+    zring_platform::open_direct(path).is_ok()
 }
 
 fn gather_all(s: &Store) -> Vec<u8> {
@@ -51,7 +51,7 @@ fn auto_reads_a_cold_store_through_uring_with_o_direct_and_a_warm_one_through_mm
     // so this coverage cannot vanish unnoticed.
     if !zring_testkit::require_uring(
         "io_uring (auto on a cold store)",
-        zring_platform::uring::unavailable_reason(),
+        zring_platform::uring_unavailable_reason(),
     ) {
         return;
     }

@@ -158,7 +158,7 @@ fn a_flipped_payload_byte_names_that_record_in_verify_and_checked_gathers() {
     // Record 7 is noise (stored raw), record 8 compressible (stored zstd).
     for (index, raw) in [(7u64, true), (8u64, false)] {
         let e = entry_of(&fx.bytes, index);
-        assert_eq!(e.codec == zring_engine::format::RecordCodec::Raw, raw);
+        assert_eq!(e.codec == zring_engine::RecordCodec::Raw, raw);
         let at = (e.offset + u64::from(e.stored_len) / 2) as usize;
         let mut b = fx.bytes.clone();
         b[at] ^= 0x5A;
@@ -236,7 +236,7 @@ fn a_flipped_dictionary_record_byte_names_that_record() {
     let path = dir.path().join("dict-payload.zr");
     let index = 11u64;
     let e = entry_of(&fx.bytes, index);
-    assert_eq!(e.codec, zring_engine::format::RecordCodec::ZstdDict);
+    assert_eq!(e.codec, zring_engine::RecordCodec::ZstdDict);
     let mut b = fx.bytes.clone();
     b[e.offset as usize + 2] ^= 0xFF;
     put(&path, &b);

@@ -15,7 +15,7 @@ mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -155,14 +155,11 @@ fn child_writer_entry() {
 
 /// Starts the child writing into `dir`, optionally armed to kill itself in a close.
 fn spawn_child(dir: &Path, kill_in_close: Option<(usize, u64)>) -> Child {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut cmd = Command::new(exe);
+    let mut cmd = zring_testkit::rerun_test("child_writer_entry");
     if let Some((s, us)) = kill_in_close {
         cmd.env(KILL_IN_CLOSE_ENV, format!("{s}:{us}"));
     }
-    cmd.args(["--exact", "child_writer_entry", "--nocapture", "--ignored"])
-        .args(["--test-threads", "1"])
-        .env(CHILD_DIR_ENV, dir)
+    cmd.env(CHILD_DIR_ENV, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -195,8 +195,7 @@ fn fsize_child_entry() {
 #[test]
 fn hitting_the_file_size_limit_poisons_the_writer_and_leaves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(std::env::current_exe().expect("exe"))
-        .args(["--exact", "fsize_child_entry", "--ignored", "--nocapture"])
+    let out = zring_testkit::rerun_test("fsize_child_entry")
         .env(FSIZE_CHILD_ENV, dir.path())
         .output()
         .expect("run the child");

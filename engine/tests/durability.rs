@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use zring_engine::{Codec, DType, Error, Schema, WriteOptions, Writer};
-use zring_platform::faults::{self, Op};
+use zring_platform::{install_fs_hook, FsOp};
 
 /// Writes a small store of `n` records (several chunks, so appends run in parallel
 /// tasks) and returns what close said.
@@ -51,15 +51,15 @@ enum Step {
     SyncDir,
 }
 
-fn step_of(op: &Op<'_>) -> Step {
+fn step_of(op: &FsOp<'_>) -> Step {
     match *op {
-        Op::Create { path } => Step::Create(path.into()),
-        Op::Write { path, offset, data } => Step::Write(path.into(), offset, data.to_vec()),
-        Op::Sync { path } => Step::Sync(path.into()),
-        Op::Link { from, to } => Step::Link(from.into(), to.into()),
-        Op::Rename { from, to } => Step::Rename(from.into(), to.into()),
-        Op::Remove { path } => Step::Remove(path.into()),
-        Op::SyncDir { .. } => Step::SyncDir,
+        FsOp::Create { path } => Step::Create(path.into()),
+        FsOp::Write { path, offset, data } => Step::Write(path.into(), offset, data.to_vec()),
+        FsOp::Sync { path } => Step::Sync(path.into()),
+        FsOp::Link { from, to } => Step::Link(from.into(), to.into()),
+        FsOp::Rename { from, to } => Step::Rename(from.into(), to.into()),
+        FsOp::Remove { path } => Step::Remove(path.into()),
+        FsOp::SyncDir { .. } => Step::SyncDir,
         ref other => panic!("a step this model does not know: {other:?}"),
     }
 }
@@ -67,9 +67,9 @@ fn step_of(op: &Op<'_>) -> Step {
 fn record(dir: &Path, run: impl FnOnce()) -> Vec<Step> {
     let steps = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&steps);
-    let guard = faults::install(
+    let guard = install_fs_hook(
         dir,
-        Arc::new(move |op: &Op<'_>| {
+        Arc::new(move |op: &FsOp<'_>| {
             sink.lock().expect("steps").push(step_of(op));
             None
         }),
@@ -283,9 +283,9 @@ fn a_failure_at_any_step_is_a_clear_error_and_publishes_nothing() {
         let dest = run.path().join("s.zr");
         let seen = Arc::new(Mutex::new(0usize));
         let counter = Arc::clone(&seen);
-        let guard = faults::install(
+        let guard = install_fs_hook(
             run.path(),
-            Arc::new(move |_op: &Op<'_>| {
+            Arc::new(move |_op: &FsOp<'_>| {
                 let mut n = counter.lock().expect("count");
                 *n += 1;
                 (*n == k + 1).then(|| io::Error::from_raw_os_error(errno))

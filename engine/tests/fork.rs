@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use zring_engine::{Backend, ReadOptions, Store};
-use zring_platform::process::child_succeeds;
+use zring_testkit::child_succeeds;
 
 /// A forked child runs `f`; a hang counts as a failure after two minutes.
 fn in_child(f: impl FnOnce() -> bool) -> bool {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
-use zring_platform::process::{fork_during_first_use, ChildEnd};
+use zring_testkit::{fork_during_first_use, ChildEnd};
 
 const RECORDS: u64 = 2048;
 const WIDTH: usize = 512;

@@ -8,10 +8,11 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use zring_engine::format::{Entry, EntryError, Footer, RecordCodec, Section, BLOCK};
+use zring_engine::format::{Footer, Section, BLOCK};
 use zring_engine::{
     Backend, Codec, Error, RecordProblem, SchemaError, SchemaJsonError as Sj, StoreProblem,
 };
+use zring_engine::{Entry, EntryError, RecordCodec};
 
 const N: usize = 24;
 

@@ -3,7 +3,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 mod common;
 
@@ -374,7 +373,7 @@ fn fallback_child() {
     block_io_uring();
     let uring = Store::open(&path, ReadOptions::with_backend(Backend::Uring)).unwrap();
     assert_eq!(uring.backend(), Backend::Pread, "fell back");
-    assert!(!zring_platform::uring::available());
+    assert!(!zring_platform::uring_available());
     let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
     let idx = indices(mmap.len() as usize, 1000, 5);
     assert!(uring.gather_vec(&idx).unwrap() == mmap.gather_vec(&idx).unwrap());
@@ -398,15 +397,8 @@ fn run_child_test(
     path: &Path,
     extra_env: Option<(&str, &str)>,
 ) -> (bool, String, String) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        child,
-        "--nocapture",
-        "--ignored",
-        "--test-threads=1",
-    ])
-    .env(store_var, path);
+    let mut cmd = zring_testkit::rerun_test(child);
+    cmd.env(store_var, path);
     if let Some((k, v)) = extra_env {
         cmd.env(k, v);
     }
@@ -480,7 +472,7 @@ fn ring_fail_child() {
     let idx = indices(mmap.len() as usize, 4000, 13);
     let want = mmap.gather_vec(&idx).unwrap();
     assert!(
-        zring_platform::uring::thread_ring_ready(),
+        zring_platform::uring_thread_ring_ready(),
         "the caller's ring"
     );
     #[cfg(target_os = "linux")]
@@ -628,9 +620,9 @@ fn uring_gathers_register_the_store_and_the_scratch_slab() {
     let (path, _) = dense_store(dir.path(), "fixed.zr", 3000, 300, Codec::Zstd, 8);
     let (got, want) = uring_caller_gather(&path, false);
     assert!(got == want);
-    assert!(zring_platform::uring::scratch_registered());
+    assert!(zring_platform::uring_scratch_registered());
     // The store was dropped inside the helper, on this thread: nothing stays held.
-    assert_eq!(zring_platform::uring::registered_files(), 0);
+    assert_eq!(zring_platform::uring_registered_files(), 0);
     let store = Store::open(
         &path,
         ReadOptions {
@@ -641,7 +633,7 @@ fn uring_gathers_register_the_store_and_the_scratch_slab() {
     )
     .unwrap();
     store.gather_vec(&[1, 2, 3]).unwrap();
-    assert_eq!(zring_platform::uring::registered_files(), 1);
+    assert_eq!(zring_platform::uring_registered_files(), 1);
 }
 
 const MEMLOCK_CHILD_ENV: &str = "ZRING_MEMLOCK_CHILD_STORE";
@@ -707,8 +699,8 @@ fn memlock_child() {
         let (got, want) = uring_caller_gather(Path::new(&path), direct);
         assert!(got == want, "direct {direct}");
     }
-    assert!(zring_platform::uring::available());
-    assert!(!zring_platform::uring::scratch_registered());
+    assert!(zring_platform::uring_available());
+    assert!(!zring_platform::uring_scratch_registered());
     println!("CHILD-OK");
 }
 

@@ -14,7 +14,8 @@ use zring_engine::{
     AllocFailure, Allocation, Backend, Codec, DType, Error, ReadOptions, Schema, Store,
     WriteOptions, Writer,
 };
-use zring_platform::process::{limit_address_space_to_current_plus, run_forked, ChildEnd};
+use zring_testkit::os::limit_address_space_to_current_plus;
+use zring_testkit::{run_forked, ChildEnd};
 
 /// 96 MB of table: more than one glibc malloc arena (64 MB), whose reserved but unused
 /// address space could otherwise hold a copy under the limit.
@@ -113,7 +114,8 @@ const HUGE: u64 = 1;
 const CLAIM: u32 = 3 << 30;
 
 fn store_with_a_huge_record(dir: &Path) -> std::path::PathBuf {
-    use zring_engine::format::{self, RecordCodec};
+    use zring_engine::format;
+    use zring_engine::RecordCodec;
     let path = dir.join("huge.zr");
     let r = common::ragged_records(4, 1, DType::U8, 400, 5);
     common::write_ragged(&path, DType::U8, WriteOptions::default(), &r, 1).expect("write");

@@ -1,5 +1,5 @@
 //! Read-side faults injected through the platform's seam
-//! (`zring_platform::faults::install_read`) on every backend that reads with system
+//! (`zring_platform::install_read_hook`) on every backend that reads with system
 //! calls: `pread`, io_uring on buffered files, and O_DIRECT (with `pread` and with
 //! io_uring). EIO is a typed error naming the path and the record; EINTR and short
 //! reads are continued transparently; every read after the fault clears is exact.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use common::*;
 use zring_engine::{Backend, Codec, DType, Error, ReadOptions, Schema, Store, WriteOptions};
-use zring_platform::faults::{install_read, ReadFault, ReadSite};
+use zring_platform::{install_read_hook, ReadFault, ReadSite};
 
 const WIDTH: usize = 8192;
 const RECORDS: usize = 48;
@@ -113,7 +113,7 @@ fn eio_is_a_typed_error_naming_path_and_record_and_the_store_reads_after() {
             let bad = store.entry(5).expect("entry").offset;
             let fired = Arc::new(AtomicUsize::new(0));
             let f = Arc::clone(&fired);
-            let guard = install_read(
+            let guard = install_read_hook(
                 &path,
                 Arc::new(move |site: &ReadSite| {
                     span(site).filter(|r| r.contains(&bad)).map(|_| {
@@ -168,7 +168,7 @@ fn eintr_and_short_reads_are_continued_with_exact_data() {
             };
             let fired = Arc::new(AtomicUsize::new(0));
             let f = Arc::clone(&fired);
-            let guard = install_read(
+            let guard = install_read_hook(
                 &path,
                 Arc::new(move |site: &ReadSite| {
                     let len = span(site)?.end - span(site)?.start;

@@ -384,15 +384,15 @@ fn injected_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Injec
 #[test]
 fn a_poisoned_writer_re_raises_the_first_error_with_its_original_source() {
     use std::sync::Arc;
-    use zring_platform::faults::{self, Op};
+    use zring_platform::{install_fs_hook, FsOp};
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("poisoned.zr");
     // Every write into the data region fails (the superblock at 0 is written).
-    let _guard = faults::install(
+    let _guard = install_fs_hook(
         dir.path(),
-        Arc::new(|op: &Op<'_>| match op {
-            Op::Write { offset, .. } if *offset >= 4096 => {
+        Arc::new(|op: &FsOp<'_>| match op {
+            FsOp::Write { offset, .. } if *offset >= 4096 => {
                 Some(std::io::Error::other(Injected { id: 7 }))
             }
             _ => None,

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use zring_engine::format::RecordCodec;
+use zring_engine::RecordCodec;
 use zring_engine::{Backend, Codec, DType, Schema, WriteOptions, Writer};
 
 #[test]

@@ -13,22 +13,22 @@
 //!
 //! # Contents
 //!
-//! - [`Loader`] ([`loader`]): build with [`Loader::new`] or
+//! - [`Loader`] (`loader`): build with [`Loader::new`] or
 //!   [`Loader::with_transform`], iterate (`Iterator<Item = Result<Step<T>>>`), ask
 //!   [`Loader::step`], [`Loader::seek`], [`Loader::close`], [`Loader::stats`].
 //! - [`Schedule`] (`schedule`): a [`Sampler`] or an [`EpochPlan`]. A short step of
 //!   an epoch plan is a smaller batch (dense shape `(n / shards, ...)`); with several
 //!   views every step size must split into equal shards, or construction fails with
 //!   [`LoaderError::StepNotDivisible`].
-//! - [`View`] ([`view`]): one store at one placement (pageable or pinned buffers).
-//! - [`LoaderOptions`], [`Delivery`], [`Lookahead`] ([`options`]): workers,
+//! - [`View`] (`view`): one store at one placement (pageable or pinned buffers).
+//! - [`LoaderOptions`], [`Delivery`], [`Lookahead`] (`options`): workers,
 //!   prefetch, step or completion order, and how far ahead to read.
 //! - `lookahead` (private): the look-ahead depth, from a memory budget, the reads
 //!   one step plans into and the device's queue depth.
-//! - [`Step`], [`Batch`], [`Tensor`] ([`batch`]): what a step carries; dense
+//! - [`Step`], [`Batch`], [`Tensor`] (`batch`): what a step carries; dense
 //!   streams give `(B / shards, *item_shape)` buffers, ragged streams give values,
-//!   `cu_seqlens` and shapes. [`PooledVec`] ([`recycle`]) holds the small vectors.
-//! - [`LoaderError`] ([`error`]): construction errors and per-step failures.
+//!   `cu_seqlens` and shapes. [`PooledVec`] (`recycle`) holds the small vectors.
+//! - [`LoaderError`] (`error`): construction errors and per-step failures.
 //! - `pipeline` (private): the worker threads and the reorder buffer.
 //!
 //! # Threads, order and memory
@@ -138,4 +138,4 @@ pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use recycle::PooledVec;
 pub use schedule::Schedule;
 pub use view::{Source, View};
-pub use zring_platform::bufpool::{BufPool, BufPoolStats, PooledBuf};
+pub use zring_platform::{BufPool, BufPoolStats, PooledBuf};

@@ -2,8 +2,7 @@
 
 use std::sync::Arc;
 
-use zring_platform::bufpool::BufPoolStats;
-use zring_platform::BufPool;
+use zring_platform::{BufPool, BufPoolStats};
 use zring_sampler::Sampler;
 
 use crate::batch::{Batch, Step};

@@ -27,7 +27,6 @@
 use std::fs::File;
 
 use zring_engine::{Coalesce, Store};
-use zring_platform::system;
 
 use crate::options::{LoaderOptions, Lookahead};
 use crate::view::{Kind, Plan, Source};
@@ -140,7 +139,7 @@ fn reads(store: &Store, shard: &[u64]) -> usize {
 fn queue_depth(store: &Store) -> Option<usize> {
     File::open(store.path())
         .ok()
-        .and_then(|f| system::device_queue_depth(&f))
+        .and_then(|f| zring_platform::device_queue_depth(&f))
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ mod common;
 use common::{dense_store, indices_of, ragged_store};
 use zring_engine::{Backend, Codec, ReadOptions, Store};
 use zring_loader::{Loader, LoaderOptions};
-use zring_platform::process::child_succeeds;
 use zring_sampler::{Mode, Sampler};
+use zring_testkit::child_succeeds;
 
 /// A forked child runs `f`; a hang counts as a failure after two minutes.
 fn in_child(f: impl FnOnce() -> bool) -> bool {
@@ -52,10 +52,7 @@ fn forked_children_run_loaders_of_their_own_through_every_backend() {
     let ragged = ragged_store(dir.path(), "r.zr", N, Codec::Zstd);
     for backend in Backend::CONCRETE {
         if backend == Backend::Uring
-            && !zring_testkit::require_uring(
-                "io_uring",
-                zring_platform::uring::unavailable_reason(),
-            )
+            && !zring_testkit::require_uring("io_uring", zring_platform::uring_unavailable_reason())
         {
             continue;
         }

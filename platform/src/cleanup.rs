@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn sigterm_removes_registered_paths_and_still_kills() {
-        use crate::process::{run_forked, ChildEnd};
+        use zring_testkit::{run_forked, ChildEnd};
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(".x.zr.tmp");
         std::fs::write(&path, b"partial").expect("write");

@@ -7,18 +7,9 @@ pub fn available_cores() -> usize {
         .unwrap_or(1)
 }
 
-/// Pins the current thread to the `k`-th core the process may use (modulo their
-/// number). Returns whether the OS accepted it; pinning is an optimisation, never a
-/// requirement, so failure is not an error.
-pub fn pin_current_thread(k: usize) -> bool {
-    match core_affinity::get_core_ids() {
-        Some(ids) if !ids.is_empty() => core_affinity::set_for_current(ids[k % ids.len()]),
-        _ => false,
-    }
-}
-
 /// Pins the current thread to core `id` (an OS CPU number, as in
-/// [`crate::topology::Placement::cores`]). Returns whether the OS accepted it.
+/// [`crate::topology::Placement::cores`]). Returns whether the OS accepted it; pinning
+/// is an optimisation, never a requirement, so failure is not an error.
 pub fn pin_current_thread_to_core(id: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id })
 }
@@ -134,13 +125,6 @@ mod tests {
         let cpus = allowed_cpus();
         for k in [0usize, 1, cpus.len() + 1] {
             let want = cpus[k % cpus.len()];
-            let got = std::thread::spawn(move || {
-                assert!(pin_current_thread(k), "pin to core #{k}");
-                allowed_cpus()
-            })
-            .join()
-            .expect("thread");
-            assert_eq!(got, vec![want], "pin_current_thread({k})");
             let got = std::thread::spawn(move || {
                 assert!(pin_current_thread_to_core(want));
                 allowed_cpus()

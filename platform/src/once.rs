@@ -170,13 +170,13 @@ mod tests {
         entered_rx.recv().expect("init entered");
         // The child answers with its value as exit code, while the parent's init is
         // still waiting (released only after the child is done).
-        let end = crate::process::run_forked(std::time::Duration::from_secs(60), || {
+        let end = zring_testkit::run_forked(std::time::Duration::from_secs(60), || {
             *cell.get_or_init(|| 2) as i32
         });
         forked_tx.send(()).expect("release init");
         let parent = t.join().expect("init thread");
         match end {
-            crate::process::ChildEnd::Exited(v) => (parent, v as u64),
+            zring_testkit::ChildEnd::Exited(v) => (parent, v as u64),
             other => panic!("the child forked during init ended with {other:?}"),
         }
     }
@@ -193,12 +193,12 @@ mod tests {
         static NEW: ForkOnce<u32> = ForkOnce::new(InChild::Recreate);
         KEEP.get_or_init(|| 1);
         NEW.get_or_init(|| 1);
-        let end = crate::process::run_forked(std::time::Duration::from_secs(60), || {
+        let end = zring_testkit::run_forked(std::time::Duration::from_secs(60), || {
             let ok =
                 *KEEP.get_or_init(|| 2) == 1 && NEW.get().is_none() && *NEW.get_or_init(|| 2) == 2;
             i32::from(!ok)
         });
-        assert_eq!(end, crate::process::ChildEnd::Exited(0));
+        assert_eq!(end, zring_testkit::ChildEnd::Exited(0));
         assert_eq!(*NEW.get_or_init(|| 3), 1, "the parent keeps its value");
     }
 }

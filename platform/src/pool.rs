@@ -575,7 +575,7 @@ mod tests {
         pool.run(8, 2, |_| {});
         // The child only uses the pool (threads, atomics, malloc, which glibc makes
         // fork-safe).
-        let end = crate::process::run_forked(Duration::from_secs(60), || {
+        let end = zring_testkit::run_forked(Duration::from_secs(60), || {
             let hits = AtomicUsize::new(0);
             pool.run(100, 2, |_| {
                 hits.fetch_add(1, Ordering::Relaxed);
@@ -585,7 +585,7 @@ mod tests {
             let ok = hits.load(Ordering::Relaxed) == 100 && rx.wait() == Some(7);
             i32::from(!ok)
         });
-        assert_eq!(end, crate::process::ChildEnd::Exited(0), "child failed");
+        assert_eq!(end, zring_testkit::ChildEnd::Exited(0), "child failed");
     }
 
     #[test]

@@ -103,7 +103,10 @@ impl PendingFile {
         crate::file::write_all_at(&self.file, data, offset)
     }
 
-    /// Starts the writeback of a range early (see [`crate::file::start_writeback`]).
+    /// Asks the kernel to start writing back `offset .. offset + len` now, without
+    /// waiting (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`), so the device works
+    /// while the caller keeps writing. Only a hint about timing: it makes nothing
+    /// durable. A no-op on other platforms and where the file cannot take the hint.
     pub fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
         crate::file::start_writeback(&self.file, offset, len)
     }

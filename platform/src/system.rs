@@ -21,13 +21,6 @@ pub fn memory_bytes() -> Option<u64> {
     }
 }
 
-/// The page cache's size in bytes (`Cached` of `/proc/meminfo`).
-pub fn page_cache_bytes() -> Option<u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| meminfo_field(&s, "Cached"))
-}
-
 /// A `/proc/meminfo` field (given in kB) in bytes.
 fn meminfo_field(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|line| {

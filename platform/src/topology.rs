@@ -29,7 +29,8 @@
 //!   (`ZRING_THREADS` above it), so extra workers never double up on a core while
 //!   another sits idle.
 //! - `ZRING_CORES=0,2,4` (kernel list syntax, ranges allowed: `0-3,8`) replaces the
-//!   choice with exactly those cores, in that order, and nothing else ([`Placement::from_env`]).
+//!   choice with exactly those cores, in that order, and nothing else (read once into
+//!   [`Config`](crate::Config), then [`Placement::from_list_or_default`]).
 //!
 //! # Degrading
 //!
@@ -84,7 +85,8 @@ pub enum CoreListError {
     BadEntry(String),
     /// A range ends before it starts.
     ReversedRange(String),
-    /// A core id above [`MAX_CORE_ID`].
+    /// A core id above 65536 (a bound that keeps a hostile range such as
+    /// `0-4000000000` from allocating gigabytes).
     TooLarge(usize),
     /// A core listed twice.
     Duplicate(usize),
@@ -197,7 +199,8 @@ impl Placement {
     /// that order.
     ///
     /// # Errors
-    /// A malformed list (see [`parse_core_list`]) or a core this process may not run
+    /// A malformed list (empty, not numbers or `a-b` ranges, reversed, too large, or
+    /// with a core listed twice: see [`CoreListError`]) or a core this process may not run
     /// on ([`CoreListError::NotAllowed`]).
     pub fn explicit(list: &str) -> Result<Self, CoreListError> {
         let cores = parse_core_list(list)?;
@@ -210,13 +213,6 @@ impl Placement {
             spill: Vec::new(),
             basis: Basis::Explicit,
         })
-    }
-
-    /// The pool's placement: `ZRING_CORES` when set and valid, else
-    /// [`Placement::default`]. An invalid `ZRING_CORES` is ignored with one line on
-    /// stderr.
-    pub fn from_env() -> Self {
-        Self::from_list_or_default(std::env::var(CORES_ENV).ok().as_deref())
     }
 
     /// The placement listed by `list` (kernel list syntax) when given and valid, else
@@ -444,18 +440,13 @@ mod tests {
             let _ = Placement::near_path(env!("CARGO_MANIFEST_PATH"));
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "topology::tests::a_topology_load_failure_falls_back_to_the_os_order_with_one_note",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
-            .env("HWLOC_COMPONENTS", "-linux,-x86,-no_os")
-            .output()
-            .expect("run the child test");
+        let out = zring_testkit::rerun_test(
+            "topology::tests::a_topology_load_failure_falls_back_to_the_os_order_with_one_note",
+        )
+        .env(CHILD, "1")
+        .env("HWLOC_COMPONENTS", "-linux,-x86,-no_os")
+        .output()
+        .expect("run the child test");
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");

@@ -7,9 +7,8 @@ use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use zring_platform::process::{fork_during_first_use, ChildEnd};
-use zring_platform::uring::{self, ReadReq, RingFile};
-use zring_platform::Pool;
+use zring_platform::{uring_available, uring_read_batch, Pool, ReadReq, RingFile};
+use zring_testkit::{fork_during_first_use, ChildEnd};
 
 const CHUNK: usize = 4096;
 const CHUNKS: usize = 64;
@@ -24,8 +23,7 @@ fn read_all(file: &RingFile) -> Result<(), &'static str> {
     let good = AtomicUsize::new(0);
     Pool::global().run(CHUNKS, usize::MAX, |c| {
         let mut buf = vec![0u8; CHUNK];
-        let ok = zring_platform::file::read_exact_at(file.file(), &mut buf, (c * CHUNK) as u64)
-            .is_ok()
+        let ok = zring_platform::read_exact_at(file.file(), &mut buf, (c * CHUNK) as u64).is_ok()
             && buf
                 .iter()
                 .enumerate()
@@ -37,7 +35,7 @@ fn read_all(file: &RingFile) -> Result<(), &'static str> {
     if good.load(Ordering::Relaxed) != CHUNKS {
         return Err("pool read wrong data");
     }
-    if uring::available() {
+    if uring_available() {
         let mut bufs: Vec<Vec<u8>> = (0..8).map(|_| vec![0u8; CHUNK]).collect();
         let mut reqs: Vec<ReadReq<'_>> = bufs
             .iter_mut()
@@ -47,7 +45,7 @@ fn read_all(file: &RingFile) -> Result<(), &'static str> {
                 offset: (c * CHUNK) as u64,
             })
             .collect();
-        uring::read_batch(file, &mut reqs, 4, |_, _| Ok(())).map_err(|_| "ring read failed")?;
+        uring_read_batch(file, &mut reqs, 4, |_, _| Ok(())).map_err(|_| "ring read failed")?;
         let ok = bufs
             .iter()
             .enumerate()

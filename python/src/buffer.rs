@@ -14,8 +14,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::exceptions::{PyMemoryError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use zring_platform::once::{ForkOnce, InChild};
-use zring_platform::{BufPool, BufPoolOptions, PooledBuf};
+use zring_platform::{BufPool, BufPoolOptions, ForkOnce, InChild, PooledBuf};
 
 /// Idle bytes the pool keeps for reuse (a few large batches); more is freed.
 const POOL_MAX_FREE_BYTES: usize = 512 << 20;

@@ -46,7 +46,7 @@ impl Plan {
     /// A plan for engine calls that parallelise in units of `unit` bytes: slices
     /// give every core at least one unit, start at 4 MiB and aim at `time`.
     fn parallel(unit: u64, time: Duration) -> Self {
-        let cores = zring_platform::cpu::available_cores() as u64;
+        let cores = zring_platform::available_cores() as u64;
         let min = cores.saturating_mul(unit);
         Plan {
             first: min.max(4 << 20),

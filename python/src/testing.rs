@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 
 use pyo3::prelude::*;
-use zring_platform::faults::{self, Installed, Op};
+use zring_platform::{install_fs_hook, FsHookGuard, FsOp};
 
 #[derive(Default)]
 struct Gate {
@@ -30,7 +30,7 @@ impl Gate {
 #[pyclass(name = "_PublishHold", module = "zring._zring")]
 pub struct PublishHold {
     gate: Arc<Gate>,
-    installed: Option<Installed>,
+    installed: Option<FsHookGuard>,
 }
 
 #[pymethods]
@@ -65,10 +65,10 @@ impl Drop for PublishHold {
 pub fn _hold_publish(dir: PathBuf) -> PublishHold {
     let gate = Arc::new(Gate::default());
     let hook_gate = Arc::clone(&gate);
-    let installed = faults::install(
+    let installed = install_fs_hook(
         &dir,
-        Arc::new(move |op: &Op<'_>| {
-            if matches!(op, Op::Link { .. } | Op::Rename { .. }) {
+        Arc::new(move |op: &FsOp<'_>| {
+            if matches!(op, FsOp::Link { .. } | FsOp::Rename { .. }) {
                 let mut state = hook_gate.lock();
                 state.0 = true;
                 while !state.1 {

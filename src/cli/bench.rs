@@ -183,7 +183,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
 }
 
 fn cores() -> usize {
-    zring_platform::cpu::available_cores()
+    zring_platform::available_cores()
 }
 
 /// Threads reading at once in this configuration: jobs x threads per gather (get

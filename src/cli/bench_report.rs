@@ -48,7 +48,7 @@ pub struct Report<'a> {
 }
 
 fn cores() -> usize {
-    zring_platform::cpu::available_cores()
+    zring_platform::available_cores()
 }
 
 /// Rates of one result.

@@ -103,7 +103,7 @@ pub fn decode_bytes_per_s(
     store: &zring_engine::Store,
     min_time: Duration,
 ) -> Result<Option<f64>, super::error::CliError> {
-    use zring_engine::format::RecordCodec;
+    use zring_engine::RecordCodec;
     let file = std::fs::File::open(store.path())
         .map_err(|e| super::error::CliError::io(store.path(), "opening the store", e))?;
     let n = store.len();
@@ -114,7 +114,7 @@ pub fn decode_bytes_per_s(
             continue;
         }
         let mut buf = vec![0u8; e.stored_len as usize];
-        zring_platform::file::read_exact_at(&file, &mut buf, e.offset)
+        zring_platform::read_exact_at(&file, &mut buf, e.offset)
             .map_err(|err| super::error::CliError::io(store.path(), "reading a record", err))?;
         frames.push((
             buf,
@@ -189,7 +189,7 @@ impl LoadWindow {
     pub fn start() -> Self {
         Self {
             at: Instant::now(),
-            busy_ticks: zring_platform::cpu::machine_busy_ticks(),
+            busy_ticks: zring_platform::machine_busy_ticks(),
         }
     }
 
@@ -201,8 +201,7 @@ impl LoadWindow {
         if secs < 0.1 {
             return None;
         }
-        let busy =
-            zring_platform::cpu::machine_busy_ticks()?.saturating_sub(self.busy_ticks?) as f64;
+        let busy = zring_platform::machine_busy_ticks()?.saturating_sub(self.busy_ticks?) as f64;
         Some((busy / TICKS_PER_SECOND - own_cpu_seconds?).max(0.0) / secs)
     }
 }
@@ -248,7 +247,7 @@ mod tests {
         assert_eq!(w.other_cores(Some(0.0)), None, "too short to say");
         std::thread::sleep(Duration::from_millis(120));
         if let Some(c) = w.other_cores(Some(0.0)) {
-            assert!(c >= 0.0 && c <= zring_platform::cpu::available_cores() as f64 + 0.5);
+            assert!(c >= 0.0 && c <= zring_platform::available_cores() as f64 + 0.5);
         }
     }
 

@@ -194,9 +194,7 @@ pub fn run(args: &PackArgs) -> CliResult {
     let started = Instant::now();
     let mut writer = Writer::create(&args.out, schema, opts)?;
     // Ctrl-C or a kill (SIGTERM) removes the unfinished temporary file.
-    let _cleanup = writer
-        .temp_path()
-        .map(zring_platform::cleanup::remove_on_signal);
+    let _cleanup = writer.temp_path().map(zring_platform::remove_on_signal);
     let total = input.total_bytes();
     let bar = progress::bar(total as u64, "pack", Unit::Bytes);
     let batch_bytes = args.batch_bytes.max(1);

@@ -59,8 +59,7 @@ pub fn run(args: &TrainDictArgs) -> CliResult {
 fn is_npy(path: &std::path::Path) -> CliResult<bool> {
     let mut head = [0u8; 6];
     // Not File::open: a FIFO would block it forever.
-    let mut f =
-        zring_platform::file::open_regular(path).map_err(|e| CliError::io(path, "opening", e))?;
+    let mut f = zring_platform::open_regular(path).map_err(|e| CliError::io(path, "opening", e))?;
     let n = f
         .read(&mut head)
         .map_err(|e| CliError::io(path, "reading", e))?;

@@ -198,7 +198,7 @@ fn image_record(rng: &mut Rng, rec: &mut [u8]) {
 /// only depends on the index, so the split does not matter).
 fn fill_records(out: &mut [u8], record_bytes: usize, f: impl Fn(usize, &mut [u8]) + Sync) {
     let n = out.len() / record_bytes;
-    let threads = zring_platform::cpu::available_cores().clamp(1, 4);
+    let threads = zring_platform::available_cores().clamp(1, 4);
     let per = n.div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (t, part) in out.chunks_mut(per * record_bytes).enumerate() {

@@ -61,3 +61,25 @@ pub fn anonymous_bytes() -> Option<u64> {
         .ok()
         .map(|k| k * 1024)
 }
+
+/// Limits this process's address space to `bytes` more than it uses now
+/// (`RLIMIT_AS`), so that a test can make large allocations fail. Returns the limit.
+#[cfg(target_os = "linux")]
+pub fn limit_address_space_to_current_plus(bytes: u64) -> std::io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| std::io::Error::other("no VmSize in /proc/self/status"))?;
+    let limit = kib * 1024 + bytes;
+    let rl = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: setrlimit reads the struct, which lives on this stack for the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit)
+}

@@ -12,7 +12,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zring_platform::publish::{parent_dir, PendingFile, PublishError};
+use zring_platform::{parent_dir, PendingFile, PublishError};
 
 use super::location::{version_path, LocalDir, Location};
 use super::manifest::{Field, Manifest, Shard, DATA_DIR, MANIFEST_FILE, VERSIONS_DIR};

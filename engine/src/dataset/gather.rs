@@ -12,20 +12,13 @@ use zring_platform::AlignedBuf;
 
 use super::Dataset;
 use crate::error::{ArgumentError, Error, Result, SchemaError};
-use crate::read::with_ctx;
-use crate::read::{RaggedBatch, RaggedLayout};
+// The task sizing is a store's gather's (read/gather.rs), so a dataset splits work alike.
+use crate::read::{
+    with_ctx, RaggedBatch, RaggedLayout, COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD,
+    TASK_BYTES,
+};
 use crate::schema::{Codec, Layout};
 use crate::store::Store;
-
-/// Output bytes per task, and below which a gather stays on the caller: the same
-/// figures as a store's gather (see `gather.rs`), so a dataset splits work alike.
-const TASK_BYTES: usize = 64 << 10;
-const INLINE_BYTES: usize = 64 << 10;
-/// Decoding costs about this many times a copy (as in a store's gather).
-const COMPRESSED_WORK_FACTOR: usize = 8;
-/// How many records ahead a ragged layout prefetches table entries and shapes (as a
-/// store's layout does: each is a cache miss at a random place).
-const LAYOUT_AHEAD: usize = 8;
 
 /// Where one field of a dataset gather goes.
 pub enum FieldDest<'a> {
@@ -151,7 +144,7 @@ impl Dataset {
 
     /// Gathers fields `fields` of `indices` into new buffers.
     pub fn gather_vec(&self, indices: &[u64], fields: &[usize]) -> Result<Vec<FieldBatch>> {
-        let align = zring_platform::buffer::DEFAULT_ALIGN;
+        let align = zring_platform::DEFAULT_ALIGN;
         let alloc = |n: usize| {
             AlignedBuf::new(n, align)
                 .map_err(|e| Error::io(self.path(), "allocating a batch buffer", e))

@@ -193,7 +193,7 @@ fn stale_temp(file: &str, suffix: &str, entry: &fs::DirEntry) -> bool {
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age >= TEMP_IDLE);
-    pid != std::process::id() && idle && !zring_platform::cleanup::is_alive(pid)
+    pid != std::process::id() && idle && !zring_platform::process_is_alive(pid)
 }
 
 fn remove(path: &Path, dry_run: bool, bytes: &mut u64) -> Result<()> {

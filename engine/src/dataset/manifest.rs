@@ -113,7 +113,10 @@ impl Manifest {
             .and_then(Value::as_u64)
             .ok_or(missing("format_major"))?;
         if major != MANIFEST_MAJOR {
-            return Err(ManifestProblem::UnsupportedMajor { major });
+            return Err(ManifestProblem::UnsupportedMajor {
+                major,
+                supported: MANIFEST_MAJOR,
+            });
         }
         let version = obj
             .get("version")

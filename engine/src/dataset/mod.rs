@@ -40,7 +40,7 @@ mod field;
 mod gather;
 mod gc;
 mod location;
-pub mod manifest;
+mod manifest;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +53,8 @@ pub use gc::{collect_garbage, GcReport};
 pub(crate) use location::MAX_MANIFEST_BYTES;
 pub use location::{version_path, LocalDir, Location};
 pub use manifest::{Field, Manifest, Shard};
+#[cfg(feature = "remote")]
+pub(crate) use manifest::{MANIFEST_FILE, VERSIONS_DIR};
 
 use crate::error::{ArgumentError, Error, ManifestProblem, Result, ShardMismatch, StoreMismatch};
 use crate::read::ReadOptions;

@@ -5,21 +5,20 @@
 //! platform's per-thread slab (`uring::with_scratch`), because the ring must have it
 //! registered; every other read that cannot go straight into its slot (compressed
 //! records read with `pread`, O_DIRECT spans) lands in this module's [`DecodeCtx`].
-//! Both follow the platform's one keep policy (`zring_platform::scratch`): scratch
+//! Both follow the platform's one keep policy (`zring_platform::scratch_oversized`): scratch
 //! grown past its limit is released after the task, so one huge gather does not pin
 //! memory in every thread for the life of the process.
 
 use std::cell::RefCell;
 use std::io;
 
-use zring_platform::file::DIRECT_ALIGN;
-use zring_platform::scratch;
-use zring_platform::AlignedBuf;
+use zring_platform::{scratch_oversized, AlignedBuf, DIRECT_ALIGN};
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, CodecError, Error, InternalError, RecordProblem, Result,
 };
-use crate::format::{self, Entry, RecordCodec};
+use crate::format;
 
 use super::Reader;
 
@@ -64,13 +63,13 @@ pub(crate) fn with_ctx<T>(f: impl FnOnce(&mut DecodeCtx) -> Result<T>) -> Result
 
 impl DecodeCtx {
     fn shrink(&mut self) {
-        if scratch::oversized(self.scratch.capacity()) {
+        if scratch_oversized(self.scratch.capacity()) {
             self.scratch = Vec::new();
         }
         if self
             .aligned
             .as_ref()
-            .is_some_and(|b| scratch::oversized(b.len()))
+            .is_some_and(|b| scratch_oversized(b.len()))
         {
             self.aligned = None;
         }
@@ -175,7 +174,7 @@ impl Reader {
         let raw = e.codec == RecordCodec::Raw;
         if raw && self.verify && stored.len() == dst.len() {
             // One pass: each stripe is hashed from the registers that copy it.
-            let actual = zring_platform::hash::copy_and_hash(stored, dst);
+            let actual = zring_platform::copy_and_hash(stored, dst);
             if actual != e.checksum {
                 return Err(self.checksum_mismatch(index, e, actual));
             }
@@ -234,21 +233,22 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use zring_platform::SCRATCH_KEEP_BYTES;
 
     #[test]
     fn decode_scratch_follows_the_platform_keep_policy() {
         let mut ctx = DecodeCtx::default();
-        grow(&mut ctx.scratch, scratch::KEEP_BYTES);
+        grow(&mut ctx.scratch, SCRATCH_KEEP_BYTES);
         grow_aligned(&mut ctx.aligned, 1 << 20).expect("aligned scratch");
         ctx.shrink();
         assert!(
-            ctx.scratch.capacity() >= scratch::KEEP_BYTES,
+            ctx.scratch.capacity() >= SCRATCH_KEEP_BYTES,
             "kept at the limit"
         );
         assert!(ctx.aligned.is_some(), "small aligned scratch kept");
 
-        grow(&mut ctx.scratch, scratch::KEEP_BYTES + 1);
-        grow_aligned(&mut ctx.aligned, scratch::KEEP_BYTES + 1).expect("aligned scratch");
+        grow(&mut ctx.scratch, SCRATCH_KEEP_BYTES + 1);
+        grow_aligned(&mut ctx.aligned, SCRATCH_KEEP_BYTES + 1).expect("aligned scratch");
         ctx.shrink();
         assert_eq!(ctx.scratch.capacity(), 0, "released past the limit");
         assert!(ctx.aligned.is_none(), "released past the limit");

@@ -17,25 +17,26 @@ use crate::schema::{Codec, Layout};
 use super::decode::with_ctx;
 use super::{Backend, Reader};
 
-/// Aim for tasks of about this many output bytes: small enough that a caller whose
+/// Aim for tasks of about this many output bytes (a dataset's gather uses the same
+/// task sizing, so it splits work alike): small enough that a caller whose
 /// helper wakes late still takes most of a small batch (W2: 64 KiB tasks gave
 /// 3.5-4.1 M records/s against 3.0-3.6 M with 256 KiB), large enough to amortise
 /// the claim.
-const TASK_BYTES: usize = 64 << 10;
+pub(crate) const TASK_BYTES: usize = 64 << 10;
 /// Below this many output bytes a gather runs on the caller alone: waking a worker
 /// costs more than the copy.
-const INLINE_BYTES: usize = 64 << 10;
+pub(crate) const INLINE_BYTES: usize = 64 << 10;
 /// Decoding a byte costs roughly this many times copying it, so compressed gathers
 /// are cut into tasks (and wake helpers at sizes) this much smaller: a 180 KiB ragged
 /// zstd batch is otherwise one task and the second core idles (measured in
 /// docs/benchmarks.md: W3 zstd-dict 2-thread scaling 1.03-1.09x -> 1.40-1.71x).
-const COMPRESSED_WORK_FACTOR: usize = 8;
+pub(crate) const COMPRESSED_WORK_FACTOR: usize = 8;
 /// How many records ahead a ragged layout prefetches table entries and shapes. The
 /// layout runs on the caller alone before the parallel part, and each record's entry
 /// and shape are cache misses at random places: prefetching them overlaps the misses
 /// (`zring bench` on a W3-like zstd-dict store, batch 256, mmap, 4 interleaved rounds,
 /// medians: 1 thread 0.69 -> 0.80 M records/s, 2 threads 1.24 -> 1.40 M).
-const LAYOUT_AHEAD: usize = 8;
+pub(crate) const LAYOUT_AHEAD: usize = 8;
 /// Records per `verify` task.
 const VERIFY_PER_TASK: usize = 256;
 
@@ -211,12 +212,10 @@ impl Reader {
     /// [`Error::RecordOutOfMemory`] naming it: a hostile entry must not abort the
     /// process.
     pub(crate) fn record_buf(&self, index: u64, len: u32) -> Result<Vec<u8>> {
-        zring_platform::buffer::try_zeroed_vec(len as usize).ok_or_else(|| {
-            Error::RecordOutOfMemory {
-                path: self.path.clone(),
-                index,
-                bytes: u64::from(len),
-            }
+        zring_platform::try_zeroed_vec(len as usize).ok_or_else(|| Error::RecordOutOfMemory {
+            path: self.path.clone(),
+            index,
+            bytes: u64::from(len),
         })
     }
 
@@ -348,9 +347,8 @@ impl Reader {
     pub(crate) fn gather_ragged(&self, indices: &[u64]) -> Result<RaggedBatch> {
         let mut layout = RaggedLayout::default();
         self.ragged_layout_into(indices, &mut layout)?;
-        let mut values =
-            AlignedBuf::new(layout.values_bytes, zring_platform::buffer::DEFAULT_ALIGN)
-                .map_err(|e| Error::io(&self.path, "allocating the values buffer", e))?;
+        let mut values = AlignedBuf::new(layout.values_bytes, zring_platform::DEFAULT_ALIGN)
+            .map_err(|e| Error::io(&self.path, "allocating the values buffer", e))?;
         self.gather_ragged_into(indices, &layout, &mut values)?;
         Ok(RaggedBatch {
             values,

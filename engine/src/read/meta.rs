@@ -10,7 +10,7 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use zring_platform::{file, Mapping};
+use zring_platform::{read_exact_at, Mapping};
 
 use crate::format::{self, Section, ENTRY_BYTES};
 use crate::schema::MAX_NDIM;
@@ -62,7 +62,7 @@ impl Meta {
             }
             Meta::OnDemand { file, table, .. } => {
                 let r = format::entry_range(*table, index);
-                file::read_exact_at(file, &mut raw, r.start)?;
+                read_exact_at(file, &mut raw, r.start)?;
             }
         }
         Ok(raw)
@@ -89,7 +89,7 @@ impl Meta {
                 let mut buf = [0u8; MAX_NDIM * 4];
                 let b = buf.get_mut(..ndim * 4).ok_or_else(outside)?;
                 let r = format::shape_range(*shapes, ndim, index);
-                file::read_exact_at(file, b, r.start)?;
+                read_exact_at(file, b, r.start)?;
                 Ok(f(b))
             }
         }

@@ -19,6 +19,7 @@
 mod backend;
 mod decode;
 mod gather;
+mod layout;
 mod meta;
 mod netfs;
 pub(crate) mod plan;
@@ -31,10 +32,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use zring_platform::PoolHandle;
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, Error, RecordProblem, Result, SectionKind, StoreProblem,
 };
-use crate::format::{self, Entry, Footer, RecordCodec, Section, Superblock};
+use crate::format::{self, Footer, Section, Superblock};
 use crate::schema::{Layout, StoreSchema};
 
 pub use backend::{Backend, ParseBackendError};
@@ -42,6 +44,8 @@ pub use gather::{RaggedBatch, RaggedLayout};
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
+pub(crate) use gather::{COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD, TASK_BYTES};
+pub(crate) use layout::{check_schema, decode_footer, decode_superblock};
 // Used by the remote reader only.
 #[cfg(feature = "remote")]
 pub(crate) use decode::DecodeCtx;
@@ -215,7 +219,7 @@ impl Opened {
                 )
             })?;
             buf.resize(len, 0);
-            zring_platform::file::read_exact_at(&meta_file, &mut buf, s.offset)
+            zring_platform::read_exact_at(&meta_file, &mut buf, s.offset)
                 .map_err(|e| changed_or(path, &meta_file, f, e, "reading metadata"))?;
             check_section(path, s, section, &buf)?;
             Ok(buf)
@@ -269,7 +273,7 @@ impl Opened {
         };
         if backend != Backend::Mmap {
             if let Some(file) = source.file() {
-                zring_platform::file::advise_random(file.file());
+                zring_platform::advise_random(file.file());
             }
         }
         Ok(Self {
@@ -345,7 +349,7 @@ fn checksum_in_chunks(
     let mut at = s.offset;
     while at < s.offset + s.len {
         let n = CHUNK.min(s.offset + s.len - at) as usize;
-        zring_platform::file::read_exact_at(file, &mut buf[..n], at)
+        zring_platform::read_exact_at(file, &mut buf[..n], at)
             .map_err(|e| changed_or(path, file, f, e, "reading metadata"))?;
         hasher.update(&buf[..n]);
         at += n as u64;

@@ -15,7 +15,7 @@
 
 use std::ops::Range;
 
-use crate::format::Entry;
+use crate::entry::Entry;
 
 /// How reads are widened and merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,7 +164,7 @@ pub fn coalesce<'e>(entries: impl IntoIterator<Item = &'e Entry>, rule: Coalesce
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::RecordCodec;
+    use crate::entry::RecordCodec;
 
     fn rec(offset: u64, len: u32) -> Entry {
         Entry {

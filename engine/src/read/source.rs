@@ -22,15 +22,18 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use zring_platform::file::{self, DIRECT_ALIGN};
-use zring_platform::uring::{self, ReadReq, RingFile};
-use zring_platform::Mapping;
+use zring_platform::{
+    open_direct, read_exact_at, uring_available, uring_read_batch, uring_thread_ring_ready,
+    with_uring_scratch, Mapping, ReadReq, RingFile, UringRequestFailed, DIRECT_ALIGN,
+    URING_MAX_DEPTH,
+};
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, Error, InternalError, RecordProblem, Result,
     StoreProblem,
 };
-use crate::format::{Entry, Footer, RecordCodec};
+use crate::format::Footer;
 
 use super::decode::{grow, grow_aligned, DecodeCtx, Decoders};
 use super::plan::{span, Coalesce, Planner};
@@ -119,10 +122,10 @@ impl Source {
             b => b,
         };
         let backend = match wanted {
-            Backend::Uring if !uring::available() => Backend::Pread,
+            Backend::Uring if !uring_available() => Backend::Pread,
             b => b,
         };
-        let depth = opts.queue_depth.clamp(1, uring::MAX_DEPTH);
+        let depth = opts.queue_depth.clamp(1, URING_MAX_DEPTH);
         let source = match backend {
             Backend::Mmap => {
                 let map = match probe_map {
@@ -148,7 +151,7 @@ impl Source {
                 map.advise_random(f.data.offset as usize..meta_start);
                 Source::Mmap(Arc::new(map))
             }
-            Backend::Uring if cold => match file::open_direct(path) {
+            Backend::Uring if cold => match open_direct(path) {
                 Ok(direct) => Source::Direct {
                     file: RingFile::new(direct),
                     uring: true,
@@ -162,8 +165,7 @@ impl Source {
             },
             _ if opts.direct => Source::Direct {
                 file: RingFile::new(
-                    file::open_direct(path)
-                        .map_err(|e| Error::io(path, "opening with O_DIRECT", e))?,
+                    open_direct(path).map_err(|e| Error::io(path, "opening with O_DIRECT", e))?,
                 ),
                 uring: backend == Backend::Uring,
                 depth,
@@ -202,7 +204,7 @@ impl Source {
 /// memory cgroup's limit): a pass over it could never stay in the page cache, and
 /// buffered reads would only evict everything else on the way.
 fn larger_than_memory(f: &Footer) -> bool {
-    zring_platform::system::memory_bytes().is_some_and(|m| f.data.len > m)
+    zring_platform::memory_bytes().is_some_and(|m| f.data.len > m)
 }
 
 /// A destination slot must hold exactly the record's logical bytes.
@@ -231,7 +233,7 @@ impl Reader {
     /// queue depth of each thread's ring (1 per thread for `pread` and `mmap`).
     pub(crate) fn reads_in_flight(&self) -> usize {
         let threads = match self.threads {
-            0 => zring_platform::cpu::available_cores(),
+            0 => zring_platform::available_cores(),
             t => t,
         };
         let depth = match &self.source {
@@ -299,13 +301,13 @@ impl Reader {
             }
             Source::Direct { file, .. } => {
                 if direct_into_slot(e, dst) {
-                    file::read_exact_at(file.file(), dst, e.offset)
+                    read_exact_at(file.file(), dst, e.offset)
                         .map_err(|err| self.read_err(Some(index), err))?;
                     return self.check_sum(index, e, dst);
                 }
                 let (start, end) = span(e, DIRECT_ALIGN as u64);
                 let buf = grow_aligned(&mut ctx.aligned, (end - start) as usize)?;
-                file::read_exact_at(file.file(), buf, start)
+                read_exact_at(file.file(), buf, start)
                     .map_err(|err| self.read_err(Some(index), err))?;
                 let skip = (e.offset - start) as usize;
                 let src = &buf[skip..skip + stored];
@@ -319,12 +321,11 @@ impl Reader {
             }
         };
         if e.codec == RecordCodec::Raw {
-            file::read_exact_at(file, dst, e.offset)
-                .map_err(|err| self.read_err(Some(index), err))?;
+            read_exact_at(file, dst, e.offset).map_err(|err| self.read_err(Some(index), err))?;
             return self.check_sum(index, e, dst);
         }
         let src = grow(&mut ctx.scratch, stored);
-        file::read_exact_at(file, src, e.offset).map_err(|err| self.read_err(Some(index), err))?;
+        read_exact_at(file, src, e.offset).map_err(|err| self.read_err(Some(index), err))?;
         self.decode_into(index, e, src, dst, &mut ctx.decoders)
     }
 
@@ -353,14 +354,14 @@ impl Reader {
             Source::Direct { file, .. } => {
                 let (start, end) = span(e, DIRECT_ALIGN as u64);
                 let buf = grow_aligned(aligned, (end - start) as usize)?;
-                file::read_exact_at(file.file(), buf, start)
+                read_exact_at(file.file(), buf, start)
                     .map_err(|err| self.read_err(Some(index), err))?;
                 let skip = (e.offset - start) as usize;
                 f(&buf[skip..skip + stored], decoders)
             }
             Source::Pread(file) | Source::Uring { file, .. } => {
                 let buf = grow(scratch, stored);
-                file::read_exact_at(file.file(), buf, e.offset)
+                read_exact_at(file.file(), buf, e.offset)
                     .map_err(|err| self.read_err(Some(index), err))?;
                 f(buf, decoders)
             }
@@ -374,7 +375,7 @@ impl Reader {
 
     /// Fills each `(index, slot)` of one task with its record, with the store's
     /// source. A thread that cannot have a ring of its own (see
-    /// `uring::thread_ring_ready`) reads with `pread` instead of failing.
+    /// `uring_thread_ring_ready`) reads with `pread` instead of failing.
     pub(crate) fn read_task<'d>(
         &self,
         items: impl Iterator<Item = (u64, &'d mut [u8])>,
@@ -395,7 +396,7 @@ impl Reader {
                 file,
                 uring: true,
                 depth,
-            } if uring::thread_ring_ready() => {
+            } if uring_thread_ring_ready() => {
                 (self.read_uring(file, *depth, items, ctx), Backend::Uring)
             }
             _ => {
@@ -501,7 +502,7 @@ impl Reader {
             }
             let decoders = &mut ctx.decoders;
             // The thread's registered scratch (aligned, so fit for O_DIRECT too).
-            uring::with_scratch(scratch_len, |scratch| {
+            with_uring_scratch(scratch_len, |scratch| {
                 self.read_window(file, depth, &mut window, &plan, &slot_ok, scratch, decoders)
             })
             .map_err(|e| {
@@ -556,7 +557,7 @@ impl Reader {
             });
         }
         let mut failure: Option<Error> = None;
-        let result = uring::read_batch(file, &mut reqs, depth, |k, buf| {
+        let result = uring_read_batch(file, &mut reqs, depth, |k, buf| {
             let r = &reads[k];
             let done = match &mut targets[k] {
                 // Hashed right after the read, while the bytes are in cache.
@@ -580,14 +581,14 @@ impl Reader {
                 // that covers several).
                 let failed = e
                     .get_ref()
-                    .and_then(|r| r.downcast_ref::<uring::RequestFailed>())
+                    .and_then(|r| r.downcast_ref::<UringRequestFailed>())
                     .map(|f| f.request);
                 let index = failed.and_then(|k| match targets.get(k)? {
                     Target::Slot(index, _) => Some(*index),
                     Target::Scratch(ws) => ws.first().map(|w| w.index),
                 });
                 let e = match failed {
-                    Some(_) => match e.into_inner().map(|r| r.downcast::<uring::RequestFailed>()) {
+                    Some(_) => match e.into_inner().map(|r| r.downcast::<UringRequestFailed>()) {
                         Some(Ok(f)) => f.source,
                         Some(Err(other)) => io::Error::other(other),
                         None => io::Error::other("io_uring read failed"),

@@ -4,8 +4,8 @@
 
 use std::ops::Range;
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{ArgumentError, Error, RecordProblem, Result};
-use crate::format::{Entry, RecordCodec};
 
 use super::decode::{with_ctx, DecodeCtx, Decoders};
 use super::Reader;

@@ -275,7 +275,7 @@ impl Cache {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, "opening a cache lock", e))?;
-        zring_platform::file::lock_exclusive(&lock)
+        zring_platform::lock_exclusive(&lock)
             .map_err(|e| Error::io(&lock_path, "locking a cache chunk", e))?;
         // Another reader may have fetched it while this one waited.
         if let Some(b) = self.read_entry(&path, len, ranges) {
@@ -409,7 +409,7 @@ fn read_ranges(
         Some(t) if t.len() == blocks(len) => t,
         _ => {
             let mut t = vec![0u8; tlen];
-            zring_platform::file::read_exact_at(f, &mut t, len as u64).map_err(drop)?;
+            zring_platform::read_exact_at(f, &mut t, len as u64).map_err(drop)?;
             &**read.insert(parse_trailer(&t, len).ok_or(())?)
         }
     };
@@ -422,7 +422,7 @@ fn read_ranges(
         let (first, last) = (r.start / BLOCK, (r.end - 1) / BLOCK);
         let at = first * BLOCK;
         let mut buf = vec![0u8; ((last + 1) * BLOCK).min(len) - at];
-        zring_platform::file::read_exact_at(f, &mut buf, at as u64).map_err(drop)?;
+        zring_platform::read_exact_at(f, &mut buf, at as u64).map_err(drop)?;
         for (b, block) in buf.chunks(BLOCK).enumerate() {
             if xxh3_64(block) != table[first + b] {
                 return Err(());
@@ -459,7 +459,7 @@ impl Cache {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, "opening the cache's eviction lock", e))?;
-        zring_platform::file::lock_exclusive(&lock)
+        zring_platform::lock_exclusive(&lock)
             .map_err(|e| Error::io(&lock_path, "locking the cache for eviction", e))?;
         let mut found = scan(&self.entries)?;
         let mut stats = CacheStats {

@@ -18,8 +18,8 @@ use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
+use crate::entry::Entry;
 use crate::error::{Error, InternalError, ObjectChange, Result};
-use crate::format::Entry;
 use crate::read::{DecodeCtx, Reader};
 
 use super::cache::{self, Cache};

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, ObjectStoreExt};
 
-use crate::dataset::manifest::{MANIFEST_FILE, VERSIONS_DIR};
-use crate::dataset::Location;
+use crate::dataset::{Location, MANIFEST_FILE, VERSIONS_DIR};
 use crate::error::{Error, ManifestProblem, Result, UrlProblem};
 use crate::read::ReadOptions;
 use crate::store::Store;

@@ -12,8 +12,11 @@ use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStoreExt};
 
 use crate::error::{Error, ObjectChange, Result, SectionKind, StoreProblem};
 use crate::format::{self, Section, BLOCK};
-use crate::read::{check_section, Backend, Meta, Opened, ReadOptions, Reader, Source};
-use crate::store::{check_schema, decode_footer, decode_superblock, Store};
+use crate::read::{
+    check_schema, check_section, decode_footer, decode_superblock, Backend, Meta, Opened,
+    ReadOptions, Reader, Source,
+};
+use crate::store::Store;
 
 use super::cache::Cache;
 use super::fetch::{RemoteSource, Version};

@@ -5,13 +5,13 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 
-use zring_platform::publish::PendingFile;
-use zring_platform::PoolHandle;
+use zring_platform::{PendingFile, PoolHandle};
 
+use crate::entry::{Entry, RecordCodec};
 use crate::error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, Result,
 };
-use crate::format::{self, align_up, Entry, RecordCodec};
+use crate::format::{self, align_up};
 use crate::schema::Codec;
 
 /// Where one record's bytes are in an append's source.
@@ -104,7 +104,7 @@ pub(super) fn write_records(
     }
     let pool = t.pool.get();
     let tasks = match t.threads {
-        0 if t.pool.is_global() => zring_platform::cpu::available_cores(),
+        0 if t.pool.is_global() => zring_platform::available_cores(),
         0 => pool.workers() + 1,
         k => k,
     }

@@ -2,7 +2,7 @@
 //! schema and footer, placed by [`format::place_metadata`]. Each section is written
 //! straight from the buffer the writer kept it in (nothing is assembled in memory).
 
-use zring_platform::publish::PendingFile;
+use zring_platform::PendingFile;
 
 use crate::error::{ArgumentError, Error, Result};
 use crate::format::{self, Footer, Section, BLOCK};

@@ -8,11 +8,12 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zring_engine::format::{self, Entry, EntryError, Footer, BLOCK, ENTRY_BYTES};
+use zring_engine::format::{self, Footer, BLOCK, ENTRY_BYTES};
 use zring_engine::{
     Backend, Codec, DType, Error, ReadOptions, RecordProblem, Result, Schema, Store, StoreProblem,
     WriteOptions, Writer,
 };
+use zring_engine::{Entry, EntryError};
 
 pub use zring_testkit::{compressible, noise, Rng};
 
@@ -420,7 +421,7 @@ pub fn read_all(store: &Store) -> Result<Vec<Vec<u8>>> {
 /// Whether io_uring works here; otherwise prints why the caller skips (or fails the
 /// test under `ZRING_REQUIRE_URING=1`).
 pub fn uring_here() -> bool {
-    zring_testkit::require_uring("io_uring", zring_platform::uring::unavailable_reason())
+    zring_testkit::require_uring("io_uring", zring_platform::uring_unavailable_reason())
 }
 
 /// Opens `path` with `opts` when the file system takes O_DIRECT; otherwise prints

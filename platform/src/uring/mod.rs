@@ -25,14 +25,21 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(target_os = "linux")]
 mod drive;
+// The kernel side, chosen once: io_uring on Linux; elsewhere `unsupported.rs`, where
+// io_uring is never available and batches are read with pread. Only Linux has rings.
+#[cfg_attr(target_os = "linux", path = "linux.rs")]
+#[cfg_attr(not(target_os = "linux"), path = "unsupported.rs")]
+mod imp;
 #[cfg(target_os = "linux")]
 mod ring;
 mod ring_file;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 
-#[cfg(target_os = "linux")]
-use drive::{drive, Issue, Ramp, Target};
+use imp::{forget_slab, probe, register_slab};
+pub use imp::{
+    read_batch, registered_files, release_closed, scratch_registered, thread_ring_ready,
+};
 pub use ring_file::RingFile;
 
 /// The most reads a ring holds in flight (its submission queue size).
@@ -107,35 +114,6 @@ fn block(reason: String) -> bool {
     false
 }
 
-#[cfg(target_os = "linux")]
-fn probe() -> bool {
-    if crate::Config::global().uring == crate::UringMode::Off {
-        return block("disabled by ZRING_URING=0 or the configuration".into());
-    }
-    match io_uring::IoUring::new(8) {
-        Ok(mut ring) => match ring::check_enter(&mut ring) {
-            Ok(()) => {
-                STATE.store(USABLE, Ordering::Release);
-                true
-            }
-            Err(e) => block(format!("io_uring_enter failed: {e}")),
-        },
-        Err(e) => block(format!("io_uring_setup failed: {e}")),
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn probe() -> bool {
-    block("io_uring exists only on Linux".into())
-}
-
-#[cfg(target_os = "linux")]
-thread_local! {
-    /// Bytes done so far per request of the current batch (reused, no allocation
-    /// per batch once grown).
-    static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-}
-
 thread_local! {
     /// This thread's scratch slab, registered with its ring as fixed buffer 0.
     static SLAB: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
@@ -194,165 +172,4 @@ pub fn with_scratch<T>(len: usize, f: impl FnOnce(&mut [u8]) -> T) -> io::Result
         }
         Ok(out)
     })
-}
-
-#[cfg(target_os = "linux")]
-fn register_slab(buf: &mut [u8]) {
-    if !available() {
-        return;
-    }
-    if let Ok(Some(e)) = ring::with_ring(|r| Ok(r.register_slab(buf))) {
-        refuse_buffers(&format!("io_uring_register: {e}"));
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn register_slab(_buf: &mut [u8]) {}
-
-#[cfg(target_os = "linux")]
-fn forget_slab() {
-    ring::with_existing_ring(ring::ThreadRing::unregister_slab);
-}
-
-#[cfg(not(target_os = "linux"))]
-fn forget_slab() {}
-
-/// Releases this thread's registrations of files dropped since it last looked (the
-/// pool's workers call it whenever they wake).
-pub fn release_closed() {
-    #[cfg(target_os = "linux")]
-    ring::with_existing_ring(ring::ThreadRing::release_closed);
-}
-
-/// How many files this thread's ring holds registered (0 without a ring).
-#[doc(hidden)]
-pub fn registered_files() -> usize {
-    let mut n = 0;
-    #[cfg(target_os = "linux")]
-    ring::with_existing_ring(|r| n = r.registered_files());
-    n
-}
-
-/// Whether this thread's ring has its scratch slab registered.
-#[doc(hidden)]
-pub fn scratch_registered() -> bool {
-    let mut yes = false;
-    #[cfg(target_os = "linux")]
-    ring::with_existing_ring(|r| yes = r.slab().is_some());
-    yes
-}
-
-/// Whether this thread has (or can now create) its ring. A process may be able to
-/// create one ring but not one per thread (RLIMIT_MEMLOCK on kernels before 5.12,
-/// or out of file descriptors); callers then read with pread on this thread.
-#[cfg(target_os = "linux")]
-pub fn thread_ring_ready() -> bool {
-    available() && ring::with_ring(|_| Ok(())).is_ok()
-}
-
-/// Without io_uring there is no ring to be ready.
-#[cfg(not(target_os = "linux"))]
-pub fn thread_ring_ready() -> bool {
-    false
-}
-
-/// Reads every request of `reqs` completely from `file`, keeping up to `depth` reads
-/// in flight, and calls `done(i, buf)` as request `i` completes (on this thread).
-///
-/// A read that hits end of file fails with `UnexpectedEof`; the first error (of a
-/// read or of `done`) is returned after every read in flight has been reaped. A panic
-/// in `done` is re-raised after the reads in flight have been reaped too, so the
-/// kernel never writes into a buffer that has been released.
-#[cfg(target_os = "linux")]
-pub fn read_batch(
-    file: &RingFile,
-    reqs: &mut [ReadReq<'_>],
-    depth: usize,
-    mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-
-    if !available() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "io_uring is unavailable in this process",
-        ));
-    }
-    if reqs.iter().any(|r| r.buf.len() > u32::MAX as usize) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a single read is limited to 4 GiB - 1",
-        ));
-    }
-    let depth = depth.clamp(1, MAX_DEPTH);
-    let hooks = crate::faults::read_hooks(file.file());
-    let mut panicked = None;
-    let result = ring::with_ring(|ring| {
-        let fd = match ring.file_slot(file) {
-            Some(k) => Target::Fixed(k),
-            None => Target::Fd(file.file().as_raw_fd()),
-        };
-        PROGRESS.with(|p| {
-            let mut progress = p.borrow_mut();
-            progress.clear();
-            progress.resize(reqs.len(), 0);
-            let issue = Issue {
-                fd,
-                depth,
-                ramp: if file.is_direct() {
-                    Ramp::Always
-                } else {
-                    Ramp::Probe
-                },
-                direct: file.is_direct(),
-                hooks: hooks.as_deref(),
-            };
-            match drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)? {
-                None => Ok(()),
-                // Refused by the kernel with nothing in flight: finish with pread (the
-                // ring is discarded and the process falls back, see `with_ring`).
-                Some(next) => finish_with_pread(file, reqs, &progress, next, &mut done),
-            }
-        })
-    });
-    if let Some(payload) = panicked {
-        std::panic::resume_unwind(payload);
-    }
-    result
-}
-
-/// Completes with pread the requests of a batch that io_uring did not: those from
-/// `next` on, and those before it still short of their length (`progress`).
-#[cfg(target_os = "linux")]
-fn finish_with_pread(
-    file: &RingFile,
-    reqs: &mut [ReadReq<'_>],
-    progress: &[u32],
-    next: usize,
-    done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    for (i, r) in reqs.iter_mut().enumerate() {
-        let at = progress[i] as usize;
-        if i < next && at == r.buf.len() {
-            continue;
-        }
-        crate::file::read_exact_at(file.file(), &mut r.buf[at..], r.offset + at as u64)?;
-        done(i, r.buf)?;
-    }
-    Ok(())
-}
-
-/// Without io_uring (non-Linux), batches are read one `pread` at a time.
-#[cfg(not(target_os = "linux"))]
-pub fn read_batch(
-    file: &RingFile,
-    reqs: &mut [ReadReq<'_>],
-    _depth: usize,
-    mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
-    for (i, r) in reqs.iter_mut().enumerate() {
-        crate::file::read_exact_at(file.file(), r.buf, r.offset)?;
-        done(i, r.buf)?;
-    }
-    Ok(())
 }

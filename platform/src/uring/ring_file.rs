@@ -31,7 +31,7 @@ pub struct RingFile {
 impl RingFile {
     pub fn new(file: File) -> Self {
         RingFile {
-            direct: is_direct(&file),
+            direct: super::imp::is_direct(&file),
             file,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             open: Arc::new(AtomicBool::new(true)),
@@ -58,19 +58,6 @@ impl RingFile {
     pub(super) fn open_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.open)
     }
-}
-
-#[cfg(target_os = "linux")]
-fn is_direct(file: &File) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: F_GETFL only reads the status flags of a descriptor we own.
-    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
-    flags != -1 && flags & libc::O_DIRECT != 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn is_direct(_file: &File) -> bool {
-    false
 }
 
 impl Drop for RingFile {

@@ -136,16 +136,12 @@ fn a_forked_child_gets_its_own_ring() {
     let mut buf = vec![0u8; 100];
     read_one(&f, &mut buf, 0).expect("parent");
     // The child only reads into a local buffer; no locks are taken.
-    let end = crate::process::run_forked(std::time::Duration::from_secs(60), || {
+    let end = zring_testkit::run_forked(std::time::Duration::from_secs(60), || {
         let mut b = vec![0u8; 100];
         let ok = read_one(&f, &mut b, 100).is_ok() && b[..] == data[100..200];
         i32::from(!ok)
     });
-    assert_eq!(
-        end,
-        crate::process::ChildEnd::Exited(0),
-        "child read failed"
-    );
+    assert_eq!(end, zring_testkit::ChildEnd::Exited(0), "child read failed");
     read_one(&f, &mut buf, 0).expect("parent after fork");
 }
 
@@ -469,7 +465,7 @@ fn refuse_enter() -> bool {
 /// The child's exit code for each way the seccomp tests can fail.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn seccomp_child(scenario: impl FnOnce() -> Result<(), u8>) {
-    use crate::process::{run_forked, ChildEnd};
+    use zring_testkit::{run_forked, ChildEnd};
     let end = run_forked(std::time::Duration::from_secs(60), || match scenario() {
         Ok(()) => 0,
         Err(code) => i32::from(code),
