@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use zring_engine::DType;
-use zring_platform::file::Mapping;
+use zring_platform::Mapping;
 
 mod error;
 pub mod header;

@@ -34,8 +34,8 @@ pub use config::{Config, UringMode};
 // Windows), opening, locking and hints, and the read-only mapping used by the `mmap`
 // backend and for mapped metadata.
 pub use file::{
-    advise_random, lock_exclusive, open_direct, open_regular, read_exact_at, FileKind, Mapping,
-    NotRegularFile, DIRECT_ALIGN,
+    advise_random, lock_exclusive, open_direct, open_regular, read_exact_at, write_all_at,
+    FileKind, Mapping, NotRegularFile, DIRECT_ALIGN,
 };
 // Publishing a file crash-safely (write under a temporary name, fsync, link).
 pub use publish::{parent_dir, PendingFile, PublishError};
@@ -64,13 +64,13 @@ pub use scratch::{oversized as scratch_oversized, KEEP_BYTES as SCRATCH_KEEP_BYT
 // Threads: the worker pool that helps a caller run a batch of tasks (lock-free
 // claiming and completion; idle workers park), how many cores to use, and which cores
 // the pool pins its workers to (NUMA- and SMT-aware with the `hwloc` feature).
-pub use cpu::{available_cores, machine_busy_ticks};
+pub use cpu::{available_cores, machine_busy_ticks, process_cpu_time};
 pub use pool::{Pool, PoolHandle};
 pub use topology::{Basis, CoreListError, Placement};
 
 // The machine: its memory and a file's block-device queue depth (what `auto` and the
 // loader's look-ahead size themselves from), and the page cache.
-pub use system::{device_queue_depth, evict_from_page_cache, memory_bytes};
+pub use system::{device_queue_depth, evict_from_page_cache, memory_bytes, sync_all};
 
 // Hashing: XXH3-64 of records, fused with the copy where a read copies anyway.
 pub use hash::{copy_and_hash, uses_avx2 as xxh3_uses_avx2, xxh3_64, xxh3_64_portable};

@@ -82,7 +82,7 @@ pub(crate) fn run(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<R
     let bar = progress::bar(budget.as_millis() as u64, "loader", Unit::Millis);
     let mut r = RunResult::empty(args.duration);
     let load = measure::LoadWindow::start();
-    let cpu_before = zring_platform::cpu::process_cpu_time();
+    let cpu_before = zring_platform::process_cpu_time();
     let wall = Instant::now();
     // Physical bytes follow from the step numbers afterwards (the sampler is a pure
     // function of the step), so the loop does nothing but take steps.

@@ -42,7 +42,7 @@ pub(crate) fn gathers(store: &Store, table: &Table, args: &BenchArgs) -> CliResu
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = zring_platform::cpu::process_cpu_time();
+        let cpu_before = zring_platform::process_cpu_time();
         let wall = Instant::now();
         let results = join_all(handles, "a gather job");
         let cpu = measure::cpu_seconds_since(cpu_before);
@@ -172,7 +172,7 @@ pub(crate) fn gets(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<
             .collect();
         start_line.wait();
         let load = measure::LoadWindow::start();
-        let cpu_before = zring_platform::cpu::process_cpu_time();
+        let cpu_before = zring_platform::process_cpu_time();
         let wall = Instant::now();
         while wall.elapsed() < budget {
             bar.set_position(wall.elapsed().as_millis() as u64);

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// CPU seconds of the whole process since `before` (a
-/// `zring_platform::cpu::process_cpu_time` reading).
+/// `zring_platform::process_cpu_time` reading).
 pub fn cpu_seconds_since(before: Option<Duration>) -> Option<f64> {
-    let after = zring_platform::cpu::process_cpu_time()?;
+    let after = zring_platform::process_cpu_time()?;
     Some(after.checked_sub(before?)?.as_secs_f64())
 }
 
@@ -151,7 +151,7 @@ pub fn decode_bytes_per_s(
 
 /// Drops the page cache (`echo 3 > /proc/sys/vm/drop_caches`) so reads start cold.
 pub fn drop_page_cache() -> Result<(), super::error::CliError> {
-    zring_platform::system::sync_all();
+    zring_platform::sync_all();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
         super::error::CliError::new(format!(
             "--cold needs root to drop the page cache (/proc/sys/vm/drop_caches): {e}"

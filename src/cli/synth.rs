@@ -70,7 +70,7 @@ pub fn create_store(
     }
     let mut ready = ready.into_iter();
     let load = super::measure::LoadWindow::start();
-    let cpu_before = zring_platform::cpu::process_cpu_time();
+    let cpu_before = zring_platform::process_cpu_time();
     let started = Instant::now();
     let mut writer = Writer::create(path, spec.schema(), opts)?;
     timed += started.elapsed().as_secs_f64();

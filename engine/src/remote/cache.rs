@@ -207,7 +207,7 @@ impl Cache {
             .write(true)
             .open(&lock_path)
             .map_err(|e| Error::io(&lock_path, "opening a cache lock", e))?;
-        zring_platform::file::lock_exclusive(&lock)
+        zring_platform::lock_exclusive(&lock)
             .map_err(|e| Error::io(&lock_path, "locking a whole-object entry", e))?;
         Ok(lock)
     }

@@ -218,7 +218,7 @@ fn fetch_into(
                 let done = match getter.get(range.clone()).await {
                     Err(e) => Err(Failure::Remote(e)),
                     Ok(bytes) => tokio::task::spawn_blocking(move || {
-                        zring_platform::file::write_all_at(&file, &bytes, range.start)
+                        zring_platform::write_all_at(&file, &bytes, range.start)
                             .map_err(|_| Failure::Local)
                     })
                     .await
