@@ -17,9 +17,7 @@ use zring_engine::remote::object_store::memory::InMemory;
 use zring_engine::remote::object_store::path::Path as ObjectPath;
 use zring_engine::remote::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
-use zring_engine::{
-    Codec, DType, Error, ObjectChange, ReadOptions, Schema, Store, WriteOptions, Writer,
-};
+use zring_engine::{Codec, Error, ObjectChange, ReadOptions, Store};
 
 // ---------------------------------------------------------------------------------
 
@@ -455,27 +453,9 @@ fn two_processes_share_the_cache_and_fetch_each_chunk_once() {
 
 #[test]
 fn datasets_open_at_a_url() {
-    use zring_engine::dataset::{Dataset, DatasetBuilder, FieldDest};
+    use zring_engine::dataset::{Dataset, FieldDest};
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("ds");
-    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
-    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
-    for shard in 0..3i64 {
-        let files = b.shard_paths(shard as usize);
-        let mut w = Writer::create(
-            &files[0],
-            Schema::dense(DType::I64, &[]),
-            WriteOptions::default(),
-        )
-        .expect("writer");
-        let labels: Vec<u8> = (0..5i64)
-            .flat_map(|x| (x + 5 * shard).to_le_bytes())
-            .collect();
-        w.append_dense(&labels).expect("append");
-        w.close().expect("close");
-        b.add_shard(5).expect("shard");
-    }
-    b.publish().expect("publish");
+    let path = label_dataset(dir.path());
     let url = format!("file://{}", path.display());
     assert!(zring_engine::dataset::is_dataset(Path::new(&url)));
     let ds = Dataset::open(&url, ReadOptions::default()).expect("open dataset at a URL");

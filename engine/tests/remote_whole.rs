@@ -16,7 +16,7 @@ use zring_engine::remote::object_store::memory::InMemory;
 use zring_engine::remote::object_store::path::Path as ObjectPath;
 use zring_engine::remote::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
-use zring_engine::{Backend, Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
+use zring_engine::{Backend, Codec, ReadOptions, Store};
 
 fn cache_opts(dir: &Path, max_bytes: u64, whole: WholeObjects) -> ReadOptions {
     ReadOptions {
@@ -247,27 +247,9 @@ fn eviction_unlinks_the_least_recently_opened_entries() {
 
 #[test]
 fn datasets_at_a_url_cache_each_shard_whole() {
-    use zring_engine::dataset::{Dataset, DatasetBuilder, FieldDest};
+    use zring_engine::dataset::{Dataset, FieldDest};
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("ds");
-    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
-    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
-    for shard in 0..3i64 {
-        let files = b.shard_paths(shard as usize);
-        let mut w = Writer::create(
-            &files[0],
-            Schema::dense(DType::I64, &[]),
-            WriteOptions::default(),
-        )
-        .expect("writer");
-        let labels: Vec<u8> = (0..5i64)
-            .flat_map(|x| (x + 5 * shard).to_le_bytes())
-            .collect();
-        w.append_dense(&labels).expect("append");
-        w.close().expect("close");
-        b.add_shard(5).expect("shard");
-    }
-    b.publish().expect("publish");
+    let path = label_dataset(dir.path());
     let url = format!("file://{}", path.display());
     let cache = tempfile::tempdir().expect("tempdir");
     let opts = cache_opts(cache.path(), 1 << 30, WholeObjects::Auto);

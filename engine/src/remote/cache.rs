@@ -199,17 +199,14 @@ impl Cache {
     /// (one of [`LOCK_STRIPES`] lock files of its own, apart from the chunks' so a long
     /// download never holds up a chunk fetch).
     pub(crate) fn lock_whole(&self, dir: &Path) -> Result<File> {
-        let stripe = xxh3_64(dir.as_os_str().as_encoded_bytes()) % LOCK_STRIPES;
-        let lock_path = self.locks.join(format!("whole-{stripe:04}"));
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, "opening a cache lock", e))?;
-        zring_platform::lock_exclusive(&lock)
-            .map_err(|e| Error::io(&lock_path, "locking a whole-object entry", e))?;
-        Ok(lock)
+        self.lock_stripe("whole-", dir, "locking a whole-object entry")
+    }
+
+    /// An exclusive lock on the lock file `<prefix><stripe>` that `key` hashes to
+    /// (several keys share a stripe: the lock files stay few however large the cache).
+    fn lock_stripe(&self, prefix: &str, key: &Path, what: &'static str) -> Result<File> {
+        let stripe = xxh3_64(key.as_os_str().as_encoded_bytes()) % LOCK_STRIPES;
+        lock_file(&self.locks.join(format!("{prefix}{stripe:04}")), what)
     }
 
     /// A fresh temporary file name beside `entry` (scans delete stale ones).
@@ -267,16 +264,7 @@ impl Cache {
         if let Some(b) = self.read_entry(&path, len, ranges) {
             return Ok((b, true));
         }
-        let stripe = xxh3_64(path.as_os_str().as_encoded_bytes()) % LOCK_STRIPES;
-        let lock_path = self.locks.join(format!("{stripe:04}"));
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, "opening a cache lock", e))?;
-        zring_platform::lock_exclusive(&lock)
-            .map_err(|e| Error::io(&lock_path, "locking a cache chunk", e))?;
+        let lock = self.lock_stripe("", &path, "locking a cache chunk")?;
         // Another reader may have fetched it while this one waited.
         if let Some(b) = self.read_entry(&path, len, ranges) {
             return Ok((b, true));
@@ -446,21 +434,26 @@ fn parse_trailer(t: &[u8], len: usize) -> Option<Arc<[u64]>> {
     (trailer(&table, len) == t).then_some(table)
 }
 
+/// The lock file at `path` (created if missing), locked exclusively: held by the
+/// returned handle until it is dropped, across threads and processes.
+fn lock_file(path: &Path, what: &'static str) -> Result<File> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(path, "opening a cache lock", e))?;
+    zring_platform::lock_exclusive(&lock).map_err(|e| Error::io(path, what, e))?;
+    Ok(lock)
+}
+
 impl Cache {
     /// Scans the cache and, when it holds more than `max_bytes`, deletes the least
     /// recently used entries down to 90% of the bound. One thread or process scans
     /// at a time (the others wait: each then sees the entries written before it
     /// asked). Returns what is left.
     pub(crate) fn evict_if_needed(&self) -> Result<CacheStats> {
-        let lock_path = self.locks.join("evict");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::io(&lock_path, "opening the cache's eviction lock", e))?;
-        zring_platform::lock_exclusive(&lock)
-            .map_err(|e| Error::io(&lock_path, "locking the cache for eviction", e))?;
+        let _lock = lock_file(&self.locks.join("evict"), "locking the cache for eviction")?;
         let mut found = scan(&self.entries)?;
         let mut stats = CacheStats {
             entries: found.len() as u64,
