@@ -25,7 +25,10 @@ fn data(n: u64) -> Data {
 }
 
 /// Every delivered step as (step, dense ids, ragged ids), checking the dense shape.
-fn drain(mut l: Loader) -> Vec<(u64, Vec<u64>, Vec<u64>)> {
+/// A delivered step: its number, the record ids it holds, and their values.
+type Delivered = (u64, Vec<u64>, Vec<u64>);
+
+fn drain(mut l: Loader) -> Vec<Delivered> {
     let mut out = Vec::new();
     for s in l.by_ref() {
         let s = s.expect("step");
@@ -54,7 +57,7 @@ fn loader(d: &Data, plan: EpochPlan, opts: LoaderOptions) -> Loader {
     .expect("loader")
 }
 
-fn planned(plan: &EpochPlan) -> Vec<(u64, Vec<u64>, Vec<u64>)> {
+fn planned(plan: &EpochPlan) -> Vec<Delivered> {
     (0..plan.steps().expect("finite"))
         .map(|s| {
             let ids = plan.batch(s).expect("step");
@@ -128,7 +131,7 @@ fn worker_strided_loaders_together_deliver_every_step_once() {
         .with_epochs(Some(3));
     let want = planned(&base);
     let workers = 3;
-    let parts: Vec<Vec<(u64, Vec<u64>, Vec<u64>)>> = (0..workers)
+    let parts: Vec<Vec<Delivered>> = (0..workers)
         .map(|w| {
             let p = base.clone().strided(w, workers).expect("stride");
             drain(loader(&d, p, LoaderOptions::new(1, 2)))
