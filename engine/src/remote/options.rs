@@ -12,7 +12,7 @@ pub const CACHE_DIR_ENV: &str = "ZRING_CACHE_DIR";
 pub const CACHE_BYTES_ENV: &str = "ZRING_CACHE_BYTES";
 
 /// How a store at an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL is
-/// read (part of [`ReadOptions`](crate::ReadOptions); ignored for local paths).
+/// read (the `remote` field of `ReadOptions`; ignored for local paths).
 /// Credentials, region and endpoint come from each cloud's standard environment
 /// (see docs/remote.md); [`RemoteOptions::config`] overrides them per store.
 #[derive(Clone, Debug, PartialEq, Eq)]
