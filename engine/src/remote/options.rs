@@ -159,7 +159,7 @@ impl CacheOptions {
 impl RemoteOptions {
     /// The cache in force: the configured one, else `ZRING_CACHE_DIR`'s, unless
     /// `no_cache`. A `ZRING_CACHE_BYTES` that does not parse is an error.
-    pub fn effective_cache(&self) -> crate::Result<Option<CacheOptions>> {
+    pub fn effective_cache(&self) -> crate::error::Result<Option<CacheOptions>> {
         if self.no_cache {
             return Ok(None);
         }
@@ -172,7 +172,7 @@ impl RemoteOptions {
         };
         let max_bytes = match std::env::var(CACHE_BYTES_ENV) {
             Ok(v) => parse_bytes(&v).ok_or_else(|| {
-                crate::Error::InvalidArgument(crate::ArgumentError::Environment {
+                crate::error::Error::InvalidArgument(crate::error::ArgumentError::Environment {
                     var: CACHE_BYTES_ENV,
                     value: v.clone(),
                     expected: "a byte count (e.g. 500G)",
