@@ -81,7 +81,33 @@ impl Store {
 
     #[cfg(feature = "remote")]
     fn open_url(url: &str, opts: &ReadOptions) -> Result<Self> {
-        crate::remote::open_store(url, opts)
+        Self::open_at(crate::remote::Connector::from_url(url, &opts.remote)?, opts)
+    }
+
+    /// Opens the store behind `conn`: an object of an object store the caller built
+    /// (tests wrap one to count or fail requests; embedders bring their own client).
+    /// It is opened as a local store on a whole-object cache entry when the cache
+    /// keeps this object whole (`remote/whole.rs`), else read by ranged GETs.
+    #[cfg(feature = "remote")]
+    pub fn open_at(conn: crate::remote::Connector, opts: &ReadOptions) -> Result<Self> {
+        use crate::remote::WholeObjects;
+        if let Some(cache) = opts.remote.effective_cache()? {
+            if cache.whole != WholeObjects::Never {
+                // The entry is named by the URL in the messages of its reads.
+                let name = conn.url.clone();
+                let open_local = |path: &Path| Self::open_file(path, name.clone(), opts).ok();
+                if let Some((mut store, origin)) =
+                    crate::remote::open_whole(&conn, &opts.remote, &cache, open_local)?
+                {
+                    store.origin = Some(Arc::new(origin));
+                    return Ok(store);
+                }
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Reader::open_remote(conn, opts)?),
+            origin: None,
+        })
     }
 
     #[cfg(not(feature = "remote"))]

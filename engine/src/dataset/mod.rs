@@ -41,6 +41,8 @@ mod gather;
 mod gc;
 mod location;
 mod manifest;
+#[cfg(feature = "remote")]
+mod object_dir;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -49,12 +51,8 @@ pub use builder::DatasetBuilder;
 pub use field::DatasetField;
 pub use gather::{FieldBatch, FieldDest};
 pub use gc::{collect_garbage, GcReport};
-#[cfg(feature = "remote")]
-pub(crate) use location::MAX_MANIFEST_BYTES;
 pub use location::{version_path, LocalDir, Location};
 pub use manifest::{Field, Manifest, Shard};
-#[cfg(feature = "remote")]
-pub(crate) use manifest::{MANIFEST_FILE, VERSIONS_DIR};
 
 use crate::error::{ArgumentError, Error, ManifestProblem, Result, ShardMismatch, StoreMismatch};
 use crate::read::ReadOptions;

@@ -14,6 +14,7 @@
 //! - `decode`: checksums, zstd decoders and per-thread scratch;
 //! - `gather`: dense, ragged and single-record reads cut into tasks for the pool;
 //! - `verify`: checking every record;
+//! - `remote`: stores in object storage, opened and read through `crate::remote`;
 //! - `netfs`: whether a file is on a network file system (`Auto` then never maps it).
 
 mod backend;
@@ -23,6 +24,8 @@ mod layout;
 mod meta;
 mod netfs;
 pub(crate) mod plan;
+#[cfg(feature = "remote")]
+mod remote;
 mod source;
 mod verify;
 
@@ -46,12 +49,7 @@ pub use plan::{Coalesce, Read};
 pub(crate) use decode::with_ctx;
 pub(crate) use gather::{COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD, TASK_BYTES};
 pub(crate) use layout::{check_schema, decode_footer, decode_superblock};
-// Used by the remote reader only.
-#[cfg(feature = "remote")]
-pub(crate) use decode::DecodeCtx;
 pub(crate) use meta::Meta;
-#[cfg(feature = "remote")]
-pub(crate) use source::check_slot;
 pub(crate) use source::Source;
 
 /// How a store is read.

@@ -1,7 +1,8 @@
 //! Executing a batch's GETs: the plan's pieces are fetched on zring's runtime,
-//! `in_flight` at a time, and handed to the calling thread as they arrive, which
-//! checks and decodes each record into its slot as soon as all its bytes are there
-//! (the other GETs still in flight), with the same code as local reads. With a
+//! `in_flight` at a time, and handed to the calling thread as they arrive: each
+//! requested range goes to the caller's callback as soon as all its bytes are there
+//! (the other GETs still in flight), so the read path (`read/remote.rs`) checks and
+//! decodes each record into its slot with the same code as local reads. With a
 //! cache, the calling thread first reads the pieces the cache holds itself (a hit
 //! costs a few 4 KiB reads); only the missing chunks are fetched on the runtime.
 //!
@@ -18,9 +19,7 @@ use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectMeta, ObjectStore};
 use tokio::sync::Semaphore;
 
-use crate::entry::Entry;
 use crate::error::{Error, InternalError, ObjectChange, Result};
-use crate::read::{DecodeCtx, Reader};
 
 use super::cache::{self, Cache};
 use super::object::{remote_err, Connector, Counters, RemoteStats};
@@ -449,58 +448,4 @@ async fn cached(
     };
     counter.fetch_add(1, Ordering::Relaxed);
     Ok(bytes)
-}
-
-impl Reader {
-    /// Fills each `(index, slot)` with its record from the remote object: one plan
-    /// for the whole task (records sorted by offset, neighbours coalesced), every
-    /// record checked and decoded into its slot as soon as its bytes arrive.
-    pub(crate) fn read_remote<'d>(
-        &self,
-        src: &RemoteSource,
-        items: impl Iterator<Item = (u64, &'d mut [u8])>,
-        ctx: &mut DecodeCtx,
-    ) -> Result<()> {
-        let mut indices = Vec::new();
-        let mut entries = Vec::new();
-        let mut slots = Vec::new();
-        for (i, dst) in items {
-            let e = self.entry(i)?;
-            crate::read::check_slot(i, &e, dst)?;
-            indices.push(i);
-            entries.push(e);
-            slots.push(Some(dst));
-        }
-        let ranges = stored_ranges(&entries);
-        let decoders = &mut ctx.decoders;
-        src.for_each_range(&ranges, |k, stored| {
-            let dst = slots[k]
-                .take()
-                .ok_or(Error::Internal(InternalError::Remote {
-                    what: "a slot was filled twice",
-                }))?;
-            self.decode_into(indices[k], &entries[k], stored, dst, decoders)
-        })
-    }
-
-    /// Runs `f(index, entry, stored bytes)` on each record of `items` (for
-    /// `verify` and single-record reads), fetched as one plan.
-    pub(crate) fn with_remote_stored(
-        &self,
-        src: &RemoteSource,
-        items: &[(u64, Entry)],
-        mut f: impl FnMut(u64, &Entry, &[u8]) -> Result<()>,
-    ) -> Result<()> {
-        let entries: Vec<Entry> = items.iter().map(|(_, e)| *e).collect();
-        let ranges = stored_ranges(&entries);
-        src.for_each_range(&ranges, |k, stored| f(items[k].0, &items[k].1, stored))
-    }
-}
-
-/// Each entry's stored bytes in the object.
-fn stored_ranges(entries: &[Entry]) -> Vec<Range<u64>> {
-    entries
-        .iter()
-        .map(|e| e.offset..e.offset + u64::from(e.stored_len))
-        .collect()
 }

@@ -1,19 +1,15 @@
-//! Datasets at a URL: the manifest and every shard's stores are objects under one
-//! prefix (`s3://bucket/datasets/name/manifest.json`, `.../shard-0.image.zr`), read
-//! with one client shared by all of them.
+//! Objects under one URL prefix, read with one client shared by all of them: a
+//! dataset at a URL (`dataset/object_dir.rs`) keeps its manifest and every shard's
+//! stores there (`s3://bucket/datasets/name/manifest.json`, `.../shard-0.image.zr`).
 
 use std::path::{Path, PathBuf};
 
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, ObjectStoreExt};
 
-use crate::dataset::{Location, MANIFEST_FILE, VERSIONS_DIR};
-use crate::error::{Error, ManifestProblem, Result, UrlProblem};
-use crate::read::ReadOptions;
-use crate::store::Store;
+use crate::error::{Result, UrlProblem};
 
 use super::object::{remote_err, Connector};
-use super::open::open_with;
 use super::options::RemoteOptions;
 use super::runtime;
 
@@ -40,8 +36,13 @@ impl ObjectDir {
         })
     }
 
+    /// The prefix as a path, for messages.
+    pub(crate) fn described(&self) -> &Path {
+        &self.described
+    }
+
     /// The connector of the object `rel` under the prefix.
-    fn object(&self, rel: &str) -> Result<Connector> {
+    pub(crate) fn object(&self, rel: &str) -> Result<Connector> {
         let path =
             ObjectPath::parse(format!("{}/{rel}", self.conn.location.as_ref())).map_err(|e| {
                 super::object::url_err(
@@ -55,30 +56,29 @@ impl ObjectDir {
         Ok(self.conn.sibling(&format!("{}/{rel}", self.url), path))
     }
 
-    /// Whether the prefix holds a dataset manifest (one HEAD request).
-    pub fn exists(&self) -> Result<bool> {
-        let conn = self.object(MANIFEST_FILE)?;
+    /// Whether the object `rel` under the prefix exists (one HEAD request); a
+    /// failed request is an error naming `what` was being done.
+    pub(crate) fn has(&self, rel: &str, what: &'static str) -> Result<bool> {
+        let conn = self.object(rel)?;
         let store = conn.store()?;
         let location = conn.location.clone();
         match runtime::run(async move { store.head(&location).await })? {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(remote_err(&conn.url, "looking for a dataset manifest", e)),
+            Err(e) => Err(remote_err(&conn.url, what, e)),
         }
     }
-}
 
-impl Location for ObjectDir {
-    fn describe(&self) -> &Path {
-        &self.described
-    }
-
-    fn read_manifest(&self, version: Option<u64>) -> Result<Vec<u8>> {
-        let rel = match version {
-            None => MANIFEST_FILE.to_string(),
-            Some(v) => format!("{VERSIONS_DIR}/{v:010}.json"),
-        };
-        let conn = self.object(&rel)?;
+    /// The bytes of the object `rel` under the prefix, in one GET; `Ok(Err(size))`
+    /// without its body when it is larger than `max` bytes. A failed request is an
+    /// error naming `what` was being done.
+    pub(crate) fn get_at_most(
+        &self,
+        rel: &str,
+        max: u64,
+        what: &'static str,
+    ) -> Result<std::result::Result<Vec<u8>, TooLarge>> {
+        let conn = self.object(rel)?;
         let store = conn.store()?;
         let location = conn.location.clone();
         let url = conn.url.clone();
@@ -86,22 +86,24 @@ impl Location for ObjectDir {
             let r = store
                 .get_opts(&location, GetOptions::default())
                 .await
-                .map_err(|e| remote_err(&url, "reading the dataset manifest", e))?;
-            if r.meta.size > crate::dataset::MAX_MANIFEST_BYTES {
-                return Err(Error::manifest(
-                    url.clone(),
-                    ManifestProblem::TooLarge { bytes: r.meta.size },
-                ));
+                .map_err(|e| remote_err(&url, what, e))?;
+            if r.meta.size > max {
+                return Ok(Err(TooLarge {
+                    url,
+                    bytes: r.meta.size,
+                }));
             }
-            let bytes = r
-                .bytes()
-                .await
-                .map_err(|e| remote_err(&url, "reading the dataset manifest", e))?;
-            Ok(bytes.to_vec())
+            let bytes = r.bytes().await.map_err(|e| remote_err(&url, what, e))?;
+            Ok(Ok(bytes.to_vec()))
         })?
     }
+}
 
-    fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store> {
-        open_with(self.object(rel)?, opts)
-    }
+/// An object larger than the caller's bound (see [`ObjectDir::get_at_most`]).
+#[derive(Debug)]
+pub(crate) struct TooLarge {
+    /// The object's URL.
+    pub(crate) url: PathBuf,
+    /// Its size.
+    pub(crate) bytes: u64,
 }

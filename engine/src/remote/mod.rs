@@ -3,17 +3,24 @@
 //! object's bytes are the store file's bytes, read with ranged GETs planned from its
 //! table and checked and decoded by the same code as local reads (`read/decode.rs`).
 //!
+//! This module is the layer below the read path, `Store` and datasets: it fetches
+//! object bytes (ranges, whole objects, the cache) and knows nothing of stores.
+//! `read/remote.rs` opens a store and reads its records through `RemoteSource`;
+//! `store.rs` opens whole-object cache entries as local stores; and
+//! `dataset/object_dir.rs` reads a dataset's manifest and shards under a prefix.
+//!
 //! - `options`: [`RemoteOptions`] and [`CacheOptions`] (plain data, always built);
 //! - `plan`: the pure GET planner (records sorted by offset, neighbours coalesced,
 //!   or the cache's chunks);
 //! - `runtime`: the tokio runtime zring owns for object_store (callers need none);
 //! - `object`: URLs to object_store clients, credentials from the environment;
-//! - `fetch`: a batch's GETs kept `in_flight` deep, each record decoded into its
-//!   slot as soon as its bytes arrive;
+//! - `fetch`: a batch's GETs kept `in_flight` deep, each requested range handed to
+//!   the caller as soon as its bytes arrive;
 //! - `cache`: the local chunk cache shared by processes;
-//! - `whole`: whole-object cache entries, opened as local stores;
-//! - `open`: a store's superblock, footer and metadata in a few ranged GETs;
-//! - `location`: datasets at a URL.
+//! - `whole`: whole-object cache entries, downloaded once and handed to the caller
+//!   to open as local files;
+//! - `open`: an object's tail (a store's footer and metadata) and its source;
+//! - `location`: objects under a URL prefix (where a dataset lives).
 //!
 //! Everything but `options` and `plan` is behind the `remote` cargo feature.
 
@@ -48,22 +55,17 @@ pub(crate) use fetch::RemoteSource;
 #[cfg(feature = "remote")]
 pub use location::ObjectDir;
 #[cfg(feature = "remote")]
+pub(crate) use location::TooLarge;
+#[cfg(feature = "remote")]
 pub use object::{Connector, RemoteStats};
 #[cfg(feature = "remote")]
-pub(crate) use open::open_store;
+pub(crate) use open::{fetch_tail, TAIL};
 #[cfg(feature = "remote")]
-pub(crate) use whole::Origin;
+pub(crate) use whole::{open as open_whole, Origin};
 
 /// The object_store crate zring is built with (for [`Connector::from_store`]).
 #[cfg(feature = "remote")]
 pub use object_store;
-
-/// Opens the store behind `conn`: an object of an object store the caller built
-/// (tests wrap one to count or fail requests; embedders bring their own client).
-#[cfg(feature = "remote")]
-pub fn open_store_at(conn: Connector, opts: &crate::ReadOptions) -> crate::Result<crate::Store> {
-    open::open_with(conn, opts)
-}
 
 /// URL schemes read through object storage.
 pub const SCHEMES: [&str; 11] = [

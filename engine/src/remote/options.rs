@@ -12,7 +12,7 @@ pub const CACHE_DIR_ENV: &str = "ZRING_CACHE_DIR";
 pub const CACHE_BYTES_ENV: &str = "ZRING_CACHE_BYTES";
 
 /// How a store at an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL is
-/// read (part of [`ReadOptions`](crate::ReadOptions); ignored for local paths).
+/// read (the `remote` field of `ReadOptions`; ignored for local paths).
 /// Credentials, region and endpoint come from each cloud's standard environment
 /// (see docs/remote.md); [`RemoteOptions::config`] overrides them per store.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ impl CacheOptions {
 impl RemoteOptions {
     /// The cache in force: the configured one, else `ZRING_CACHE_DIR`'s, unless
     /// `no_cache`. A `ZRING_CACHE_BYTES` that does not parse is an error.
-    pub fn effective_cache(&self) -> crate::Result<Option<CacheOptions>> {
+    pub fn effective_cache(&self) -> crate::error::Result<Option<CacheOptions>> {
         if self.no_cache {
             return Ok(None);
         }
@@ -172,7 +172,7 @@ impl RemoteOptions {
         };
         let max_bytes = match std::env::var(CACHE_BYTES_ENV) {
             Ok(v) => parse_bytes(&v).ok_or_else(|| {
-                crate::Error::InvalidArgument(crate::ArgumentError::Environment {
+                crate::error::Error::InvalidArgument(crate::error::ArgumentError::Environment {
                     var: CACHE_BYTES_ENV,
                     value: v.clone(),
                     expected: "a byte count (e.g. 500G)",

@@ -2,7 +2,7 @@
 //! no buffer), unit-tested here and executed by `fetch`. Inputs are byte ranges (a record's
 //! stored bytes, or a metadata section), outputs GETs.
 //!
-//! Unlike the local planner ([`crate::read::plan`]), which merges in batch order
+//! Unlike the local planner (`read/plan.rs`), which merges in batch order
 //! (a device's queue reorders for free), a remote plan sorts the batch's records by
 //! offset first: a request costs a round trip, so records `[9, 3, 4]` that lie side
 //! by side in the object are worth one GET whatever their batch order. Each record

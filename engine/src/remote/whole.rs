@@ -35,8 +35,6 @@ use tokio::sync::Semaphore;
 
 use crate::error::{Error, InternalError, Result};
 use crate::format::BLOCK;
-use crate::read::ReadOptions;
-use crate::store::Store;
 
 use super::cache::{Cache, TEMP_PREFIX};
 use super::fetch::{RemoteSource, Version};
@@ -66,14 +64,16 @@ enum Failure {
 }
 
 /// The store behind `conn` opened on its whole-object entry in the cache `copts`
-/// (fetched first when missing or damaged); `None` when the object is not cached
-/// whole (its size, or a cache directory that cannot be written): the caller reads
-/// it by ranges.
-pub(crate) fn open(
+/// (fetched first when missing or damaged) by `open_local`, which opens and
+/// validates a local store file (`None` when it fails), with where it came from;
+/// `None` when the object is not cached whole (its size, or a cache directory that
+/// cannot be written): the caller reads it by ranges.
+pub(crate) fn open<T>(
     conn: &Connector,
-    opts: &ReadOptions,
+    opts: &RemoteOptions,
     copts: &CacheOptions,
-) -> Result<Option<Store>> {
+    mut open_local: impl FnMut(&Path) -> Option<T>,
+) -> Result<Option<(T, Origin)>> {
     let meta = head(conn)?;
     if meta.size < 2 * BLOCK as u64 || !copts.caches_whole(meta.size) {
         // Too small to be a store: the ranged open says what is wrong with it.
@@ -83,38 +83,38 @@ pub(crate) fn open(
     let version = Version::of(&meta);
     let dir = cache.whole_dir(&conn.url.to_string_lossy(), &version.key());
     let entry = dir.join(ENTRY);
-    if let Some(store) = open_entry(&entry, &version, conn, opts) {
-        return Ok(Some(hit(store, version, &entry)));
+    if let Some(store) = open_entry(&entry, &version, &mut open_local) {
+        return Ok(Some((store, hit(version, &entry))));
     }
     let Ok(lock) = cache.lock_whole(&dir) else {
         return Ok(None);
     };
     // Another process may have published it while this one waited.
-    if let Some(store) = open_entry(&entry, &version, conn, opts) {
+    if let Some(store) = open_entry(&entry, &version, &mut open_local) {
         drop(lock);
-        return Ok(Some(hit(store, version, &entry)));
+        return Ok(Some((store, hit(version, &entry))));
     }
     clear_temps(&dir);
     let tmp = cache.temp_path(&entry);
-    let stats = match download(conn, &version, &opts.remote, &dir, &tmp, &entry) {
+    let stats = match download(conn, &version, opts, &dir, &tmp, &entry) {
         Ok(stats) => stats,
         Err(Failure::Remote(e)) => return Err(e),
         Err(Failure::Local) => return Ok(None),
     };
     drop(lock);
-    let Some(mut store) = open_entry(&entry, &version, conn, opts) else {
+    let Some(store) = open_entry(&entry, &version, &mut open_local) else {
         return Ok(None);
     };
     // Counted (and eviction run) only now that the store holds the file open.
     cache.wrote(version.size);
-    store.origin = Some(Arc::new(Origin {
+    let origin = Origin {
         version,
         stats: RemoteStats {
             whole_fetches: 1,
             ..stats
         },
-    }));
-    Ok(Some(store))
+    };
+    Ok(Some((store, origin)))
 }
 
 /// The object's metadata (size and version), from one HEAD.
@@ -130,18 +130,17 @@ fn head(conn: &Connector) -> Result<ObjectMeta> {
     })?
 }
 
-/// The store in the entry `path` of `version`, named by the URL; `None` when there
-/// is none, or when it is damaged (wrong length, or failing the store's open
+/// The store in the entry `path` of `version`, opened by `open_local`; `None` when
+/// there is none, or when it is damaged (wrong length, or failing the store's open
 /// validation), which deletes it.
-fn open_entry(
+fn open_entry<T>(
     path: &Path,
     version: &Version,
-    conn: &Connector,
-    opts: &ReadOptions,
-) -> Option<Store> {
+    open_local: &mut impl FnMut(&Path) -> Option<T>,
+) -> Option<T> {
     let len = fs::metadata(path).ok()?.len();
     let opened = match len == version.size {
-        true => Store::open_file(path, conn.url.clone(), opts).ok(),
+        true => open_local(path),
         false => None,
     };
     if opened.is_none() {
@@ -152,20 +151,19 @@ fn open_entry(
     opened
 }
 
-/// `store`, opened on an existing entry: marked recently used (eviction goes by
-/// modification time) and counted as a hit.
-fn hit(mut store: Store, version: Version, entry: &Path) -> Store {
+/// The origin of a store opened on an existing entry: the entry is marked recently
+/// used (eviction goes by modification time) and counted as a hit.
+fn hit(version: Version, entry: &Path) -> Origin {
     if let Ok(f) = fs::File::open(entry) {
         let _ = f.set_modified(SystemTime::now());
     }
-    store.origin = Some(Arc::new(Origin {
+    Origin {
         version,
         stats: RemoteStats {
             whole_hits: 1,
             ..RemoteStats::default()
         },
-    }));
-    store
+    }
 }
 
 /// Deletes the temporary files in the entry directory `dir`: the caller holds the

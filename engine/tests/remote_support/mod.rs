@@ -22,7 +22,7 @@ use zring_engine::remote::object_store::{
     ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
     PutResult,
 };
-use zring_engine::remote::{open_store_at, Connector, RemoteOptions};
+use zring_engine::remote::{Connector, RemoteOptions};
 use zring_engine::{Codec, DType, ReadOptions, Schema, Store, WriteOptions, Writer};
 
 use crate::common;
@@ -150,7 +150,7 @@ pub fn open_in(
         store.clone(),
         ObjectPath::from(name),
     );
-    open_store_at(conn, opts)
+    Store::open_at(conn, opts)
 }
 
 // ---------------------------------------------------------------------------------
