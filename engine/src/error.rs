@@ -964,8 +964,9 @@ pub enum InternalError {
     Publish {
         source: std::sync::Arc<zring_platform::PublishError>,
     },
-    /// The runtime that runs remote requests could not start (the system's reason).
-    RemoteRuntime { reason: String },
+    /// The runtime that runs remote requests could not start (the system's error is
+    /// the source).
+    RemoteRuntime { source: std::sync::Arc<io::Error> },
     /// A remote read broke its own bookkeeping: `what` happened.
     Remote { what: &'static str },
     /// A cache chunk came back from the object store at another length.
@@ -979,8 +980,8 @@ impl fmt::Display for InternalError {
             InternalError::Missing { what } => write!(f, "{what} is missing"),
             InternalError::LockPoisoned { lock } => write!(f, "{lock} lock poisoned"),
             InternalError::Publish { source } => write!(f, "publishing failed: {source}"),
-            InternalError::RemoteRuntime { reason } => {
-                write!(f, "cannot start the remote I/O runtime: {reason}")
+            InternalError::RemoteRuntime { source } => {
+                write!(f, "cannot start the remote I/O runtime: {source}")
             }
             InternalError::Remote { what } => write!(f, "remote read: {what}"),
             InternalError::CacheChunkLen { got, expected } => {
@@ -994,6 +995,7 @@ impl std::error::Error for InternalError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             InternalError::Publish { source } => Some(source.as_ref()),
+            InternalError::RemoteRuntime { source } => Some(source.as_ref()),
             _ => None,
         }
     }
@@ -1675,6 +1677,26 @@ mod tests {
             source.downcast_ref::<io::Error>().map(|s| s.kind()),
             Some(io::ErrorKind::Other)
         );
+    }
+
+    #[test]
+    fn a_runtime_that_cannot_start_keeps_the_system_s_error_as_its_source() {
+        let e = Error::Internal(InternalError::RemoteRuntime {
+            source: std::sync::Arc::new(io::Error::from_raw_os_error(libc_eagain())),
+        });
+        assert!(e
+            .to_string()
+            .starts_with("internal error (a zring bug): cannot start the remote I/O runtime: "));
+        let io = e
+            .source()
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .expect("the system's error is the source");
+        assert_eq!(io.raw_os_error(), Some(libc_eagain()));
+    }
+
+    /// EAGAIN, what a refused thread creation returns on Linux.
+    fn libc_eagain() -> i32 {
+        11
     }
 
     #[test]

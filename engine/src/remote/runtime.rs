@@ -38,7 +38,7 @@ pub(crate) fn get() -> Result<Arc<Runtime>> {
         .build()
         .map_err(|e| {
             Error::Internal(InternalError::RemoteRuntime {
-                reason: e.to_string(),
+                source: Arc::new(e),
             })
         })?;
     let rt = Arc::new(rt);
