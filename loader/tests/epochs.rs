@@ -4,30 +4,14 @@
 
 mod common;
 
-use common::{dense_store, indices_of, ragged_store};
-use zring_engine::{Codec, Store};
+use common::{data, indices_of, Data};
 use zring_loader::{Delivery, Loader, LoaderError, LoaderOptions, Tensor};
 use zring_sampler::{EpochPlan, Mode};
 
-struct Data {
-    _dir: tempfile::TempDir,
-    dense: Store,
-    ragged: Store,
-}
-
-fn data(n: u64) -> Data {
-    let dir = tempfile::tempdir().expect("tempdir");
-    Data {
-        dense: dense_store(dir.path(), "d.zr", n),
-        ragged: ragged_store(dir.path(), "r.zr", n, Codec::Zstd),
-        _dir: dir,
-    }
-}
-
-/// Every delivered step as (step, dense ids, ragged ids), checking the dense shape.
-/// A delivered step: its number, the record ids it holds, and their values.
+/// A delivered step: (step, dense ids, ragged ids).
 type Delivered = (u64, Vec<u64>, Vec<u64>);
 
+/// Every delivered step as (step, dense ids, ragged ids), checking the dense shape.
 fn drain(mut l: Loader) -> Vec<Delivered> {
     let mut out = Vec::new();
     for s in l.by_ref() {

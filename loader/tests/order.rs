@@ -8,25 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{dense_store, fingerprint, ragged_store, Fingerprint};
-use zring_engine::{Codec, Store};
+use common::{data, fingerprint, Data, Fingerprint};
 use zring_loader::{Delivery, Loader, LoaderOptions};
 use zring_sampler::{Mode, Sampler};
-
-struct Data {
-    _dir: tempfile::TempDir,
-    dense: Store,
-    ragged: Store,
-}
-
-fn data(n: u64) -> Data {
-    let dir = tempfile::tempdir().expect("tempdir");
-    Data {
-        dense: dense_store(dir.path(), "d.zr", n),
-        ragged: ragged_store(dir.path(), "r.zr", n, Codec::Zstd),
-        _dir: dir,
-    }
-}
 
 /// A loader whose transform fingerprints the step, after a delay that depends on
 /// the step so that workers finish out of order.

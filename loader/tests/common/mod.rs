@@ -26,6 +26,23 @@ pub fn dense_store(dir: &Path, name: &str, n: u64) -> Store {
 }
 
 /// The length of ragged record `i`.
+/// A dense store (record `i` holds `i`) and a zstd ragged store of `n` records each,
+/// in a directory that lives as long as this.
+pub struct Data {
+    _dir: tempfile::TempDir,
+    pub dense: Store,
+    pub ragged: Store,
+}
+
+pub fn data(n: u64) -> Data {
+    let dir = tempfile::tempdir().expect("tempdir");
+    Data {
+        dense: dense_store(dir.path(), "d.zr", n),
+        ragged: ragged_store(dir.path(), "r.zr", n, Codec::Zstd),
+        _dir: dir,
+    }
+}
+
 pub fn ragged_len(i: u64) -> u64 {
     1 + i % 7
 }
