@@ -12,11 +12,20 @@ work; a build without slicing fails every attempt.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+def sigint_default():
+    """Runs in each child before it starts Python: SIGINT back to its default action.
+    A child inherits an ignored SIGINT (some library in this test process may have
+    ignored it), and Python then installs no KeyboardInterrupt handler, so Ctrl-C
+    could not be tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 
 CHILD = textwrap.dedent(
     r"""
@@ -145,6 +154,7 @@ def run_child(case, tmp_path):
             capture_output=True,
             text=True,
             timeout=600,
+            preexec_fn=sigint_default,
         )
         assert proc.returncode == 0, proc.stderr
         result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -201,7 +211,7 @@ def test_a_handler_that_does_not_raise_lets_the_work_finish(tmp_path):
         print("ok", len(seen))
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=600, preexec_fn=sigint_default)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[0] == "ok"
 
@@ -237,7 +247,7 @@ def test_a_handler_that_calls_the_appending_writer_gets_an_error_not_a_deadlock(
                   os.path.exists(path), [f for f in os.listdir(tmp) if f.endswith(".zr-tmp")])
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=600, preexec_fn=sigint_default)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "RuntimeError True [False] True False []", proc.stdout
 
@@ -407,6 +417,7 @@ def run_waits(case, tmp_path, scale=1):
         capture_output=True,
         text=True,
         timeout=300,
+        preexec_fn=sigint_default,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
