@@ -9,6 +9,7 @@ credentials or any address beyond 127.0.0.1.
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import pickle
 import subprocess
@@ -340,24 +341,27 @@ print(json.dumps({"sum": int(store[idx].sum(dtype=np.int64)), **store.remote_sta
 """
 
 
-def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
-    import json
+def run_reader(url: str, cache: Path, whole: str) -> dict[str, int]:
+    """The cache-reading child (READER) on `url` with `cache_whole=whole`."""
+    out = subprocess.run(
+        [sys.executable, "-c", READER, url, str(cache), whole],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    result: dict[str, int] = json.loads(out.stdout)
+    return result
 
+
+def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
     path, data = dense_file(tmp_path, "zstd", n=300, seed=5)
     key = "cache/d.zr"
     url = s3.put_file(key, path)
     cache = tmp_path / "cache"
 
     def run() -> dict[str, int]:
-        out = subprocess.run(
-            [sys.executable, "-c", READER, url, str(cache)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0, out.stderr
-        result: dict[str, int] = json.loads(out.stdout)
-        return result
+        return run_reader(url, cache, "never")
 
     s3.proxy.clear()
     first = run()
@@ -379,20 +383,6 @@ def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------
 # Whole-object cache entries.
-
-
-def run_reader(url: str, cache: Path, whole: str) -> dict[str, int]:
-    import json
-
-    out = subprocess.run(
-        [sys.executable, "-c", READER, url, str(cache), whole],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    result: dict[str, int] = json.loads(out.stdout)
-    return result
 
 
 def whole_entries(cache: Path) -> list[Path]:
