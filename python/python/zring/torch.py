@@ -152,6 +152,14 @@ def _check_ragged_mode(ragged: str) -> str:
     return ragged
 
 
+def _finish(gathered: Iterable[tuple[str, Any]], ragged: str, pad_value: Any,
+            transform: Callable[[dict[str, Any]], Any] | None) -> Any:
+    """A batch from its gathered fields: each converted to tensors (ragged ones as
+    ``ragged`` asks), then ``transform`` applied to the dict."""
+    out = {name: _convert(value, ragged, pad_value) for name, value in gathered}
+    return transform(out) if transform is not None else out
+
+
 def collate(batch: _T) -> _T:
     """The ``collate_fn`` for :class:`Dataset`: its ``__getitems__`` already
     returns the whole batch as a dict of tensors, so there is nothing to collate."""
@@ -202,11 +210,8 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
 
     def __getitems__(self, indices: Any) -> Any:
         ids = as_int_indices(indices)
-        out = {
-            name: _convert(store[ids], self.ragged, self.pad_value)
-            for name, store in self.fields.items()
-        }
-        return self.transform(out) if self.transform is not None else out
+        gathered = ((name, store[ids]) for name, store in self.fields.items())
+        return _finish(gathered, self.ragged, self.pad_value, self.transform)
 
     def loader(self, batch_size: int, **kwargs: Any) -> "_tud.DataLoader":
         """A ``torch.utils.data.DataLoader`` over this dataset with ``batch_size``
@@ -319,11 +324,8 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
     def batch(self, step: int) -> Any:
         """Batch ``step`` of this rank (a pure function of the configuration)."""
         ids = self.plan.indices(step)
-        out = {
-            name: _convert(store[ids], self.ragged, self.pad_value)
-            for name, store in self.fields.items()
-        }
-        return self.transform(out) if self.transform is not None else out
+        gathered = ((name, store[ids]) for name, store in self.fields.items())
+        return _finish(gathered, self.ragged, self.pad_value, self.transform)
 
     def __iter__(self) -> Iterator[Any]:
         info = _tud.get_worker_info()
@@ -336,18 +338,13 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         loader = Loader(self.fields, schedule, workers=workers, prefetch=ready)
         try:
             for s, shards in enumerate(loader):
-                out = {
-                    name: _convert(value, self.ragged, self.pad_value)
-                    for name, value in shards[0].items()
-                }
-                batch = self.transform(out) if self.transform is not None else out
-                # Counted before the yield, so that state_dict() taken after this
-                # batch resumes with the next one: the start from which this
-                # worker's next step is `start + wid` (in the main process simply
-                # `step + 1`; in a worker, what torchdata's StatefulDataLoader saves
-                # and gives back).
-                step = start + wid + s * nw
-                self._step = step + nw - wid
+                batch = _finish(shards[0].items(), self.ragged, self.pad_value, self.transform)
+                # This was step `start + wid + s * nw`. Counted before the yield, so
+                # that state_dict() taken after this batch resumes with the next one:
+                # the start from which this worker's next step is `start + wid` (in
+                # the main process simply `step + 1`; in a worker, what torchdata's
+                # StatefulDataLoader saves and gives back).
+                self._step = start + (s + 1) * nw
                 yield batch
         finally:
             loader.close()
