@@ -454,13 +454,17 @@ impl Cache {
     /// asked). Returns what is left.
     pub(crate) fn evict_if_needed(&self) -> Result<CacheStats> {
         let _lock = lock_file(&self.locks.join("evict"), "locking the cache for eviction")?;
+        // Writes this process counts while the scan runs may land after the scan
+        // listed their directory: they stay counted on top of what the scan finds
+        // (a write the scan did see is then counted twice, which only evicts early).
+        let counted = self.used.load(Ordering::Relaxed);
         let mut found = scan(&self.entries)?;
         let mut stats = CacheStats {
             entries: found.len() as u64,
             bytes: found.iter().map(|f| f.1).sum(),
         };
         if stats.bytes <= self.max_bytes {
-            self.used.store(stats.bytes, Ordering::Relaxed);
+            self.recount(counted, stats.bytes);
             return Ok(stats);
         }
         let low = self.max_bytes / 10 * 9;
@@ -478,8 +482,19 @@ impl Cache {
                 }
             }
         }
-        self.used.store(stats.bytes, Ordering::Relaxed);
+        self.recount(counted, stats.bytes);
         Ok(stats)
+    }
+
+    /// Sets the count of bytes in the cache to `found` by a scan that started when
+    /// the count was `counted`, keeping what was counted since. Scans run one at a
+    /// time, so the count only grew meanwhile.
+    fn recount(&self, counted: u64, found: u64) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+                Some(found + now.saturating_sub(counted))
+            });
     }
 
     /// The cache's root directory.
@@ -785,5 +800,35 @@ mod tests {
             .get(&key, 1, 1000, &[0..1000], || Ok(chunk(1, 1000)))
             .expect("get");
         assert!(!hit, "an old chunk was evicted");
+    }
+
+    #[test]
+    fn concurrent_writers_leave_the_cache_under_its_bound() {
+        // Writes that land while another thread's eviction scan runs stay counted,
+        // so the last writer over the bound still evicts. Each round starts afresh.
+        for round in 0..3 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let bound = 200 * (1000 + trailer_len(1000) as u64);
+            let cache = Cache::open(&CacheOptions::new(dir.path(), bound)).expect("cache");
+            let key = cache.key_dir("s3://b/k", "v");
+            std::thread::scope(|s| {
+                for t in 0..4u64 {
+                    let (cache, key) = (&cache, &key);
+                    s.spawn(move || {
+                        for c in (0..300).map(|k| t * 300 + k) {
+                            cache
+                                .get(key, c, 1000, &[0..1000], || Ok(chunk(c as u8, 1000)))
+                                .expect("get");
+                        }
+                    });
+                }
+            });
+            let bytes: u64 = scan(&cache.entries)
+                .expect("scan")
+                .iter()
+                .map(|f| f.1)
+                .sum();
+            assert!(bytes <= bound, "round {round}: {bytes} > {bound}");
+        }
     }
 }
