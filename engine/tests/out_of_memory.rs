@@ -1,7 +1,8 @@
 //! A writer with millions of records under an address-space limit: close must not
 //! need a second copy of the metadata (it used to assemble the whole table, 32 bytes
-//! per record, in one allocation and abort), and metadata that cannot grow is an
-//! `OutOfMemory` error, not an abort. Each case runs in a forked child whose
+//! per record, in one allocation and abort), the metadata kept while writing stays
+//! within a fixed budget (the rest spills to disk), and metadata that cannot grow is
+//! an `OutOfMemory` error, not an abort. Each case runs in a forked child whose
 //! `RLIMIT_AS` is set just above what it already uses.
 #![cfg(target_os = "linux")]
 
@@ -62,6 +63,42 @@ fn close_of_a_large_writer_needs_no_second_copy_of_its_metadata() {
     });
     let store = Store::open(&path, ReadOptions::default()).expect("open");
     assert_eq!(store.len(), RECORDS as u64);
+}
+
+#[test]
+fn the_writers_metadata_stays_within_a_fixed_budget_whatever_the_record_count() {
+    // The limit is set before any record is written: 96 MB of table entries kept in
+    // memory could not fit in 32 MB, the bounded 4 MiB plus one batch's 3.2 MB does.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bounded.zr");
+    in_child(|| {
+        let opts = WriteOptions {
+            codec: Codec::Raw,
+            threads: 1,
+            ..WriteOptions::default()
+        };
+        let batch: Vec<u8> = (0..100_000u32).flat_map(u32::to_le_bytes).collect();
+        let mut w = match Writer::create(&path, Schema::dense(DType::U32, &[]), opts) {
+            Ok(w) => w,
+            Err(_) => return 6,
+        };
+        if limit_address_space_to_current_plus(32 << 20).is_err() {
+            return 2;
+        }
+        for _ in 0..RECORDS / 100_000 {
+            if w.append_dense(&batch).is_err() {
+                return 3;
+            }
+        }
+        match w.close() {
+            Ok(n) if n == RECORDS as u64 => 0,
+            Ok(_) => 4,
+            Err(_) => 5,
+        }
+    });
+    let store = Store::open(&path, ReadOptions::default()).expect("open");
+    assert_eq!(store.len(), RECORDS as u64);
+    store.verify().expect("verify");
 }
 
 #[test]

@@ -10,12 +10,14 @@
 //! the temporary file.
 //!
 //! Memory: the writer keeps each record's table entry (32 bytes) and shape until
-//! `close`, where they are written from those buffers; growing them is fallible
-//! ([`Error::OutOfMemory`] naming the allocation).
+//! `close`, up to a bound in memory and the rest in a temporary file beside the store
+//! ([`spill`]), so its memory does not grow with the record count; growing the buffers
+//! is fallible ([`Error::OutOfMemory`] naming the allocation).
 
 mod append;
 mod layout;
 mod poison;
+mod spill;
 mod validate;
 
 use std::ops::Range;
@@ -25,14 +27,13 @@ use std::sync::{Arc, Mutex};
 
 use zring_platform::{parent_dir, PendingFile, PoolHandle, PublishError};
 
-use crate::error::{
-    AllocFailure, Allocation, ArgumentError, Error, InternalError, Result, SchemaError,
-};
+use crate::error::{ArgumentError, Error, InternalError, Result, SchemaError};
 use crate::format::{Superblock, BLOCK, ENTRY_BYTES};
 use crate::schema::{Codec, Layout, Schema, StoreSchema};
 
 use append::{Slot, Source, Target};
 use poison::share;
+use spill::Spill;
 
 /// How a store is written. `Default` is zstd level 3, 8-byte alignment, all cores.
 #[derive(Clone, Debug)]
@@ -102,9 +103,9 @@ pub struct Writer {
     data_end: u64,
     records: u64,
     /// The encoded table entries, in record order.
-    table: Vec<u8>,
+    table: Spill,
     /// The ragged records' shapes, little-endian u32s.
-    shapes: Vec<u8>,
+    shapes: Spill,
     slots: Vec<Mutex<Slot>>,
     /// The first error, kept whole for every later call to report.
     poisoned: Option<Arc<Error>>,
@@ -129,8 +130,8 @@ impl Writer {
             schema,
             data_end: BLOCK as u64,
             records: 0,
-            table: Vec::new(),
-            shapes: Vec::new(),
+            table: Spill::new("table entries"),
+            shapes: Spill::new("record shapes"),
             slots: Vec::new(),
             poisoned: None,
             published: false,
@@ -258,18 +259,11 @@ impl Writer {
         let n = src.len();
         // Room for the metadata first: running out of memory after the records are in
         // the file would leave them without entries.
-        reserve(
-            &mut self.table,
-            n * ENTRY_BYTES,
-            "table entries",
-            &self.path,
-        )?;
-        reserve(
-            &mut self.shapes,
-            shapes.len() * 4,
-            "record shapes",
-            &self.path,
-        )?;
+        let path = &self.path;
+        self.table
+            .reserve(n * ENTRY_BYTES, path, || temp_path_for(path))?;
+        self.shapes
+            .reserve(shapes.len() * 4, path, || temp_path_for(path))?;
         let file = self.file.as_ref().ok_or_else(closed)?;
         let target = Target {
             file,
@@ -285,10 +279,10 @@ impl Writer {
         let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
         self.data_end = data_end;
         for e in &entries {
-            self.table.extend_from_slice(&e.encode());
+            self.table.extend(&e.encode());
         }
         for d in shapes {
-            self.shapes.extend_from_slice(&d.to_le_bytes());
+            self.shapes.extend(&d.to_le_bytes());
         }
         Ok(())
     }
@@ -328,6 +322,8 @@ impl Writer {
         };
         let file = self.file.as_ref().ok_or_else(closed)?;
         layout::write(file, self.data_end, self.records, self.opts.align, &meta)?;
+        self.table.discard();
+        self.shapes.discard();
         let file = self.file.take().ok_or_else(closed)?;
         let tmp = file.path().to_path_buf();
         match file.publish(&self.path, self.opts.overwrite) {
@@ -376,6 +372,8 @@ impl Writer {
         if let Some(file) = self.file.take() {
             file.discard();
         }
+        self.table.discard();
+        self.shapes.discard();
     }
 
     fn file(&self) -> Result<&PendingFile> {
@@ -412,17 +410,6 @@ impl Writer {
 }
 
 /// Grows `buf` by `more` bytes of capacity, or says which metadata did not fit.
-fn reserve(buf: &mut Vec<u8>, more: usize, what: &'static str, path: &Path) -> Result<()> {
-    buf.try_reserve(more).map_err(|e| {
-        Error::out_of_memory(
-            Allocation::WriterMetadata { what },
-            more as u64,
-            Some(path),
-            Some(AllocFailure::Reserve(e)),
-        )
-    })
-}
-
 fn closed() -> Error {
     Error::Internal(InternalError::Missing {
         what: "the writer's file (closed or failed)",
