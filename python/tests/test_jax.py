@@ -65,3 +65,54 @@ def test_grain_map_dataset_over_the_source(source):
     batched = grain.MapDataset.source(zj.DataSource({"x": ds.fields["x"]})).batch(10)
     assert len(batched) == 5
     np.testing.assert_array_equal(batched[1]["x"], x[10:20])
+
+
+class CountingStore:
+    """A store that counts its reads: gathers (an array of ids) and single records."""
+
+    def __init__(self, store):
+        self.store, self.gathers, self.singles = store, 0, 0
+
+    def __len__(self):
+        return len(self.store)
+
+    def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)):
+            self.singles += 1
+        else:
+            self.gathers += 1
+        return self.store[i]
+
+
+def test_grain_reads_a_batch_of_the_source_with_one_gather_per_field(source, monkeypatch):
+    grain = pytest.importorskip("grain.python")
+    # Private modules: Grain exports neither the batched-read protocol nor the switch
+    # of MapDataset.batch's push-down. A Grain that renames them fails here, which is
+    # the point: docs/jax.md describes what this test checks.
+    from grain._src.python.dataset import base as grain_base
+    from grain._src.python.dataset.transformations import batch as grain_batch
+
+    ds, x = source
+    src = zj.DataSource({"x": ds.fields["x"], "t": ds.fields["t"]})
+    assert isinstance(src, grain_base.SupportsBatchedReadRandomAccessDataSource)
+    src.fields = {name: CountingStore(s) for name, s in src.fields.items()}
+    counts = list(src.fields.values())
+
+    # Grain's own batched path: a pipeline over the source asked for several records
+    # at once hands them to the source's _getitems, one gather per field.
+    pipeline = grain.MapDataset.source(src).shuffle(seed=0).map(lambda r: r["x"])
+    ids = [3, 9, 0, 41, 7]
+    got = pipeline._getitems(ids)
+    assert [(c.gathers, c.singles) for c in counts] == [(1, 0), (1, 0)]
+    want = [pipeline[i] for i in ids]  # record by record: one read per field per record
+    assert [(c.gathers, c.singles) for c in counts] == [(1, 5), (1, 5)]
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+
+    # MapDataset.batch with its push-down experiment on (Grain 0.2 ships it off):
+    # a batch of 10 is one gather per field.
+    monkeypatch.setattr(grain_batch, "_is_batch_map_pushdown_experiment_enabled", lambda: True)
+    dense = zj.DataSource({"x": ds.fields["x"]})
+    dense.fields = {"x": CountingStore(dense.fields["x"])}
+    batch = grain.MapDataset.source(dense).batch(10)[1]
+    assert (dense.fields["x"].gathers, dense.fields["x"].singles) == (1, 0)
+    np.testing.assert_array_equal(batch["x"], x[10:20])
