@@ -115,12 +115,13 @@ def test_plan_covers_each_epoch_once_per_rank_split(fields):
         assert per_epoch[0] != per_epoch[1]  # a fresh permutation per epoch
 
 
-def test_two_ranks_two_workers_cover_every_record_once_per_epoch(fields):
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_two_ranks_two_workers_cover_every_record_once_per_epoch(fields, method):
     paths, images, tokens = fields
     seen = {0: [], 1: [], 2: []}
     for rank in range(2):
         ds = zt.IterableDataset(paths, 8, epochs=3, rank=rank, world_size=2, seed=1)
-        loader = zt.DataLoader(ds, num_workers=2, multiprocessing_context="fork")
+        loader = zt.DataLoader(ds, num_workers=2, multiprocessing_context=method)
         for step, b in enumerate(loader):
             seen[step // ds.steps_per_epoch].extend(check_batch(b, images, tokens).tolist())
     for epoch in seen.values():
@@ -141,12 +142,17 @@ def uninterrupted(paths, steps, **kw):
     return ids_of(b for _, b in zip(range(steps), zt.IterableDataset(paths, 8, seed=3, **kw)))
 
 
-@pytest.mark.parametrize("before,after", [(1, 1), (2, 2), (4, 4), (2, 4), (4, 1), (0, 2)])
-def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after):
+@pytest.mark.parametrize(
+    "before,after,method",
+    [(1, 1, "fork"), (2, 2, "fork"), (4, 4, "fork"), (2, 4, "fork"), (4, 1, "fork"), (0, 2, "fork"),
+     # The workers of a resumed loader receive the dataset, and its step, pickled.
+     (2, 1, "spawn"), (2, 1, "forkserver")],
+)
+def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after, method):
     paths, _, _ = fields
     want = uninterrupted(paths, 30, epochs=3)  # crosses epoch boundaries (13 steps each)
     ds = zt.IterableDataset(paths, 8, seed=3, epochs=3)
-    loader = zt.DataLoader(ds, num_workers=before, multiprocessing_context="fork" if before else None)
+    loader = zt.DataLoader(ds, num_workers=before, multiprocessing_context=method if before else None)
     first = []
     for b in loader:
         first.append(b["id"].tolist())
@@ -156,7 +162,7 @@ def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after):
     assert state["step"] == 11
     del loader
     ds2 = zt.IterableDataset(paths, 8, seed=3, epochs=3)
-    loader2 = zt.DataLoader(ds2, num_workers=after, multiprocessing_context="fork" if after else None)
+    loader2 = zt.DataLoader(ds2, num_workers=after, multiprocessing_context=method if after else None)
     loader2.load_state_dict(state)
     rest = [b["id"].tolist() for _, b in zip(range(19), loader2)]
     assert first + rest == want
