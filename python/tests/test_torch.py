@@ -86,11 +86,37 @@ def test_dataloader_workers_under_every_start_method(fields, method):
     assert sorted(seen.tolist()) == list(range(N))
 
 
-def test_dataset_loader_helper_and_pinned_batches_on_cpu(fields):
+def test_dataset_loader_helper_reads_every_record_in_order(fields):
     paths, images, tokens = fields
     loader = zt.Dataset(paths).loader(batch_size=32, shuffle=False)
     seen = np.concatenate([check_batch(b, images, tokens) for b in loader])
     assert seen.tolist() == list(range(N))
+
+
+# Pinned host memory and the CUDA stream path need a GPU; on the CPU-only CI machine
+# these skip (saying so), and the CPU path is what test_to_device_and_prefetcher_on_cpu
+# checks.
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (pinned memory, CUDA streams)")
+
+
+@needs_cuda
+def test_pinned_batches_from_the_loader_helper(fields):
+    paths, images, tokens = fields
+    loader = zt.Dataset(paths).loader(batch_size=32, shuffle=False, pin_memory=True)
+    for b in loader:
+        assert b["image"].is_pinned() and b["tokens"].values.is_pinned()
+        check_batch(b, images, tokens)
+
+
+@needs_cuda
+def test_device_prefetcher_on_cuda(fields):
+    paths, images, tokens = fields
+    want = ids_of(zt.IterableDataset(paths, 8, seed=0, epochs=1))
+    got = []
+    for b in zt.DevicePrefetcher(zt.DataLoader(zt.IterableDataset(paths, 8, seed=0, epochs=1)), "cuda"):
+        assert b["image"].device.type == "cuda" and b["tokens"].values.device.type == "cuda"
+        got.append(check_batch(zt.to_device(b, "cpu", non_blocking=False), images, tokens).tolist())
+    assert got == want
 
 
 def ids_of(batches):

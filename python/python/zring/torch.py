@@ -12,9 +12,10 @@
 - :class:`DataLoader`: ``torch.utils.data.DataLoader`` that counts the batches it
   delivered, so ``state_dict()`` resumes an :class:`IterableDataset` exactly, with
   the same or another number of workers.
-- :func:`to_device` and :class:`DevicePrefetcher`: host-to-device copies (on CUDA
-  asynchronous, from pinned memory, overlapping the next batch's copy with the
-  current step).
+- :func:`to_device` and :class:`DevicePrefetcher`: host-to-device copies. On CUDA
+  they are meant to be asynchronous, from pinned memory, overlapping the next
+  batch's copy with the current step; that branch runs only where CUDA is present
+  and is not exercised by the CI here (CPU only), where the CPU path is tested.
 
 Tensors share the memory of zring's arrays (``torch.from_numpy``, or DLPack for
 dtypes it does not take), without a copy. Ragged fields come
@@ -478,7 +479,9 @@ class DevicePrefetcher:
     On CUDA, batch ``k + 1`` is pinned (unless already) and copied on a side stream
     while the caller works on batch ``k``; the caller's stream waits for the copy
     before the batch is handed over. Elsewhere (CPU) it is ``to_device`` per batch.
-    (Correctness is tested on CPU; its overlap has not been measured on a GPU.)
+    The CUDA branch runs only with a CUDA device: the CI here has none, so only the
+    CPU branch is tested there (the CUDA test skips), and neither its correctness on
+    a GPU nor its overlap has been checked.
     """
 
     def __init__(self, loader: Iterable[Any], device: Any, pin: bool = True) -> None:
