@@ -170,7 +170,12 @@ def collate(batch: _T) -> _T:
 def distributed_rank_and_world() -> tuple[int, int]:
     """This process's rank and the world size: from ``torch.distributed`` when it is
     initialised, else the ``RANK`` / ``WORLD_SIZE`` variables (as ``torchrun`` sets
-    them), else ``(0, 1)``."""
+    them), else ``(0, 1)``.
+
+    This is the global rank, which the data is sharded by. ``LOCAL_RANK`` (the rank
+    within one node) is not read: it only says which of the node's devices the
+    process uses (``torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))``), and zring
+    leaves choosing the device to the training script."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
