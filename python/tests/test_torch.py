@@ -258,6 +258,61 @@ def test_batch_sampler_feeds_getitems_with_arrays(fields):
     assert next(iter(a)).tolist() != next(iter(b)).tolist()
 
 
+def test_batch_sampler_state_resumes_mid_epoch(fields):
+    full = [b.tolist() for b in zt.BatchSampler(N, 8, seed=2)]
+    bs = zt.BatchSampler(N, 8, seed=2)
+    bs.set_epoch(1)
+    epoch1 = [b.tolist() for b in bs]
+    assert epoch1 != full and len(epoch1) == 13
+    it = iter(bs)
+    assert bs.state_dict()["step"] == 0  # before the first batch: the epoch's start
+    taken = [next(it).tolist() for _ in range(4)]
+    state = bs.state_dict()
+    assert (state["epoch"], state["step"]) == (1, 4)
+    again = zt.BatchSampler(N, 8, seed=2)
+    again.load_state_dict(state)
+    assert again.state_dict()["step"] == 4
+    assert taken + [b.tolist() for b in again] == epoch1
+    again.set_epoch(0)  # the next epochs start at their beginning
+    assert [b.tolist() for b in again] == full
+    with pytest.raises(ValueError, match="another order"):
+        zt.BatchSampler(N, 8, seed=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="not a position"):
+        zt.BatchSampler(N, 8, seed=2).load_state_dict({"epoch": 0, "step": 14})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_a_map_style_dataset(fields, workers):
+    tsd = pytest.importorskip("torchdata.stateful_dataloader")
+    paths, images, tokens = fields
+    ds = zt.Dataset(paths)
+
+    def loader():
+        sampler = zt.BatchSampler(N, 8, seed=2)
+        ctx = "fork" if workers else None
+        dl = tsd.StatefulDataLoader(ds, batch_sampler=sampler, collate_fn=zt.collate,
+                                    num_workers=workers, multiprocessing_context=ctx)
+        return sampler, dl
+
+    def epochs(sampler, dl, first_epoch, stop_after=None):
+        got = []
+        for epoch in range(first_epoch, 3):
+            sampler.set_epoch(epoch)  # before iter(dl), which applies a loaded state
+            for b in dl:
+                got.append(check_batch(b, images, tokens).tolist())
+                if len(got) == stop_after:
+                    return got, dl.state_dict()
+        return got, None
+
+    want, _ = epochs(*loader(), 0)
+    assert len(want) == 3 * 13
+    first, state = epochs(*loader(), 0, stop_after=13 + 5)  # in epoch 1, after 5 batches
+    sampler, dl = loader()
+    dl.load_state_dict(state)
+    rest, _ = epochs(sampler, dl, 1)  # the training loop restarts at the saved epoch
+    assert first + rest == want
+
+
 def test_zring_dataloader_over_the_map_style_dataset(fields):
     paths, images, tokens = fields
     ds = zt.Dataset(paths)
