@@ -38,6 +38,35 @@ def test_batch_is_jax_arrays_over_zring_memory(source):
     assert np.asarray(values).tolist() == [9, 2, 2, 2] and np.asarray(cu).tolist() == [0, 1, 4]
 
 
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_the_handover_shares_zring_memory(source, tmp_path):
+    ds, x = source
+    assert jax.devices()[0].platform == "cpu"
+    gathered = ds.fields["x"][[9, 2, 31]]  # float32: JAX can take it as it is
+    arr = zj.to_jax(gathered)
+    assert address(gathered) % 64 == 0  # the alignment XLA's CPU backend needs
+    assert arr.unsafe_buffer_pointer() == address(gathered)
+    assert np.asarray(arr).tolist() == x[[9, 2, 31]].tolist()
+    ragged = ds.fields["t"][[4, 0, 5]]  # int32 values: shared as well
+    values, cu, _ = zj.to_jax(ragged)
+    assert values.unsafe_buffer_pointer() == address(ragged.values)
+    assert np.asarray(values).tolist() == [4, 4, 0, 5, 5, 5] and np.asarray(cu).tolist() == [0, 2, 3, 6]
+    # The copies to_jax's docstring lists: a 64-bit dtype without jax_enable_x64
+    # becomes 32-bit (JAX's default), and NumPy's misaligned views are copied.
+    if not jax.config.jax_enable_x64:
+        wide = write_dense(tmp_path / "w.zr", np.arange(12, dtype=np.int64).reshape(6, 2))[[1, 3]]
+        w = zj.to_jax(wide)
+        assert w.dtype == np.int32 and w.unsafe_buffer_pointer() != address(wide)
+        assert np.asarray(w).tolist() == [[2, 3], [6, 7]]
+    shifted = gathered.reshape(-1)[1:]  # 4 bytes past an aligned start
+    moved = zj.to_jax(shifted)
+    assert moved.unsafe_buffer_pointer() != address(shifted)
+    assert np.asarray(moved).tolist() == shifted.tolist()
+
+
 def test_data_source_pickles_by_path(source):
     ds, x = source
     copy = pickle.loads(pickle.dumps(ds))

@@ -27,8 +27,22 @@ __all__ = ["DataSource", "to_jax", "batches"]
 
 
 def to_jax(a: Any) -> Any:
-    """A ``jax.Array`` from a zring array (DLPack; on CPU no copy), or a
-    ``RaggedBatch`` as a ``(values, cu_seqlens, shapes)`` tuple of them."""
+    """A ``jax.Array`` from a zring array through DLPack, or a ``RaggedBatch`` as a
+    ``(values, cu_seqlens, shapes)`` tuple of them.
+
+    On CPU the array shares the zring array's memory (no copy) when JAX can take the
+    buffer as it is. JAX copies instead (the result is the same values) when:
+
+    - the buffer is not aligned as XLA's CPU backend requires (64 bytes: zring's
+      gather buffers are; a ragged field's ``values`` are the start of its gather
+      buffer too);
+    - the dtype is 64-bit (``int64``, ``uint64``, ``float64``, ``complex128``) and
+      ``jax_enable_x64`` is off, JAX's default: it becomes the 32-bit dtype;
+    - NumPy cannot export the dtype through DLPack (ml_dtypes' ``bfloat16`` and
+      ``float8_*``), or the array is 0-d: ``jnp.asarray`` copies it.
+
+    A ragged field's ``cu_seqlens`` and ``shapes`` (int64, ``n + 1`` and
+    ``(n, ndim)`` values) are always copied."""
     if isinstance(a, RaggedBatch):
         return (to_jax(a.values), jnp.asarray(a.cu_seqlens), jnp.asarray(a.shapes))
     a = np.asarray(a)
@@ -55,7 +69,8 @@ class DataSource:
       ``batch`` still reads record by record through ``ds[i]``.
       ``ds.__getitems__(ids)`` is the same method under PyTorch's name.
     - ``ds.batch(ids)``: ``{name: jax.Array}`` for a batch (ragged fields as
-      ``(values, cu_seqlens, shapes)``).
+      ``(values, cu_seqlens, shapes)``), over the gathered memory where
+      :func:`to_jax` can hand it over without a copy.
     """
 
     def __init__(self, fields: Mapping[str, Any]) -> None:
