@@ -1,16 +1,67 @@
-"""Shared helpers: deterministic data of every dtype, small stores, a trained dictionary."""
+"""Shared helpers: deterministic data of every dtype, small stores, a trained
+dictionary; and the rule that CI's main run skips no test for a missing package."""
+
+import importlib
+import os
 
 import numpy as np
 import pytest
 
 import zring
 
-try:
-    import ml_dtypes  # noqa: F401
+# The optional packages python/requirements-test.txt installs (by module name). Tests
+# that need one call pytest.importorskip, so that a developer without, say, torch
+# still runs the rest. In CI's main run (scripts/test.sh: CI set, and
+# ZRING_TEST_INSTALLED=1, which it exports for that run only) every one of them is
+# installed, so a failed import there is an error rather than a skip: otherwise a
+# broken install would silently drop the torch, JAX or Ray tests. The smaller
+# environments of scripts/test_pythons.sh run with CI set but without
+# ZRING_TEST_INSTALLED, and keep skipping what they do not install. Skips that are
+# about the machine (no CUDA, no io_uring) are not import failures and stay skips.
+REQUIRED_IN_CI = frozenset({
+    "torch", "jax", "ml_dtypes", "grain", "torchdata", "pyarrow", "datasets", "ray",
+    "moto", "boto3", "h5py", "PIL", "webdataset",
+})
 
-    HAVE_ML_DTYPES = True
-except ImportError:
-    HAVE_ML_DTYPES = False
+
+def _required_here(modname: str) -> bool:
+    return (
+        bool(os.environ.get("CI"))
+        and os.environ.get("ZRING_TEST_INSTALLED") == "1"
+        and modname.split(".")[0] in REQUIRED_IN_CI
+    )
+
+
+class RequiredTestPackageMissing(ImportError):
+    """A package CI's main run must have failed to import."""
+
+
+_importorskip = pytest.importorskip
+
+
+def _importorskip_unless_required(modname: str, *args, **kwargs):
+    if _required_here(modname):
+        try:
+            importlib.import_module(modname)
+        except ImportError as e:
+            raise RequiredTestPackageMissing(
+                f"{modname} failed to import ({e}); CI's main run installs it "
+                "(python/requirements-test.txt), so the tests that need it must run, not skip"
+            ) from e
+    return _importorskip(modname, *args, **kwargs)
+
+
+# Replaced for every test module (they call pytest.importorskip at run time).
+pytest.importorskip = _importorskip_unless_required
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    # Every skip's reason in the summary (as -rs), so that what did not run is seen.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not set("saA") & set(reporter.reportchars):
+        reporter.reportchars += "s"
+
 
 PLAIN_DTYPES = [
     "bool",
@@ -42,10 +93,7 @@ CODECS = ["raw", "zstd", "zstd-dict"]
 
 def np_dtype(name: str) -> np.dtype:
     if name in ML_DTYPES:
-        if not HAVE_ML_DTYPES:
-            pytest.skip("ml_dtypes is not installed")
-        import ml_dtypes
-
+        ml_dtypes = pytest.importorskip("ml_dtypes")
         return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(name)
 

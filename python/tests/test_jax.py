@@ -38,6 +38,35 @@ def test_batch_is_jax_arrays_over_zring_memory(source):
     assert np.asarray(values).tolist() == [9, 2, 2, 2] and np.asarray(cu).tolist() == [0, 1, 4]
 
 
+def address(a):
+    return a.__array_interface__["data"][0]
+
+
+def test_the_handover_shares_zring_memory(source, tmp_path):
+    ds, x = source
+    assert jax.devices()[0].platform == "cpu"
+    gathered = ds.fields["x"][[9, 2, 31]]  # float32: JAX can take it as it is
+    arr = zj.to_jax(gathered)
+    assert address(gathered) % 64 == 0  # the alignment XLA's CPU backend needs
+    assert arr.unsafe_buffer_pointer() == address(gathered)
+    assert np.asarray(arr).tolist() == x[[9, 2, 31]].tolist()
+    ragged = ds.fields["t"][[4, 0, 5]]  # int32 values: shared as well
+    values, cu, _ = zj.to_jax(ragged)
+    assert values.unsafe_buffer_pointer() == address(ragged.values)
+    assert np.asarray(values).tolist() == [4, 4, 0, 5, 5, 5] and np.asarray(cu).tolist() == [0, 2, 3, 6]
+    # The copies to_jax's docstring lists: a 64-bit dtype without jax_enable_x64
+    # becomes 32-bit (JAX's default), and NumPy's misaligned views are copied.
+    if not jax.config.jax_enable_x64:
+        wide = write_dense(tmp_path / "w.zr", np.arange(12, dtype=np.int64).reshape(6, 2))[[1, 3]]
+        w = zj.to_jax(wide)
+        assert w.dtype == np.int32 and w.unsafe_buffer_pointer() != address(wide)
+        assert np.asarray(w).tolist() == [[2, 3], [6, 7]]
+    shifted = gathered.reshape(-1)[1:]  # 4 bytes past an aligned start
+    moved = zj.to_jax(shifted)
+    assert moved.unsafe_buffer_pointer() != address(shifted)
+    assert np.asarray(moved).tolist() == shifted.tolist()
+
+
 def test_data_source_pickles_by_path(source):
     ds, x = source
     copy = pickle.loads(pickle.dumps(ds))
@@ -65,3 +94,54 @@ def test_grain_map_dataset_over_the_source(source):
     batched = grain.MapDataset.source(zj.DataSource({"x": ds.fields["x"]})).batch(10)
     assert len(batched) == 5
     np.testing.assert_array_equal(batched[1]["x"], x[10:20])
+
+
+class CountingStore:
+    """A store that counts its reads: gathers (an array of ids) and single records."""
+
+    def __init__(self, store):
+        self.store, self.gathers, self.singles = store, 0, 0
+
+    def __len__(self):
+        return len(self.store)
+
+    def __getitem__(self, i):
+        if isinstance(i, (int, np.integer)):
+            self.singles += 1
+        else:
+            self.gathers += 1
+        return self.store[i]
+
+
+def test_grain_reads_a_batch_of_the_source_with_one_gather_per_field(source, monkeypatch):
+    grain = pytest.importorskip("grain.python")
+    # Private modules: Grain exports neither the batched-read protocol nor the switch
+    # of MapDataset.batch's push-down. A Grain that renames them fails here, which is
+    # the point: docs/jax.md describes what this test checks.
+    from grain._src.python.dataset import base as grain_base
+    from grain._src.python.dataset.transformations import batch as grain_batch
+
+    ds, x = source
+    src = zj.DataSource({"x": ds.fields["x"], "t": ds.fields["t"]})
+    assert isinstance(src, grain_base.SupportsBatchedReadRandomAccessDataSource)
+    src.fields = {name: CountingStore(s) for name, s in src.fields.items()}
+    counts = list(src.fields.values())
+
+    # Grain's own batched path: a pipeline over the source asked for several records
+    # at once hands them to the source's _getitems, one gather per field.
+    pipeline = grain.MapDataset.source(src).shuffle(seed=0).map(lambda r: r["x"])
+    ids = [3, 9, 0, 41, 7]
+    got = pipeline._getitems(ids)
+    assert [(c.gathers, c.singles) for c in counts] == [(1, 0), (1, 0)]
+    want = [pipeline[i] for i in ids]  # record by record: one read per field per record
+    assert [(c.gathers, c.singles) for c in counts] == [(1, 5), (1, 5)]
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]
+
+    # MapDataset.batch with its push-down experiment on (Grain 0.2 ships it off):
+    # a batch of 10 is one gather per field.
+    monkeypatch.setattr(grain_batch, "_is_batch_map_pushdown_experiment_enabled", lambda: True)
+    dense = zj.DataSource({"x": ds.fields["x"]})
+    dense.fields = {"x": CountingStore(dense.fields["x"])}
+    batch = grain.MapDataset.source(dense).batch(10)[1]
+    assert (dense.fields["x"].gathers, dense.fields["x"].singles) == (1, 0)
+    np.testing.assert_array_equal(batch["x"], x[10:20])

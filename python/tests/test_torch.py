@@ -86,11 +86,37 @@ def test_dataloader_workers_under_every_start_method(fields, method):
     assert sorted(seen.tolist()) == list(range(N))
 
 
-def test_dataset_loader_helper_and_pinned_batches_on_cpu(fields):
+def test_dataset_loader_helper_reads_every_record_in_order(fields):
     paths, images, tokens = fields
     loader = zt.Dataset(paths).loader(batch_size=32, shuffle=False)
     seen = np.concatenate([check_batch(b, images, tokens) for b in loader])
     assert seen.tolist() == list(range(N))
+
+
+# Pinned host memory and the CUDA stream path need a GPU; on the CPU-only CI machine
+# these skip (saying so), and the CPU path is what test_to_device_and_prefetcher_on_cpu
+# checks.
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (pinned memory, CUDA streams)")
+
+
+@needs_cuda
+def test_pinned_batches_from_the_loader_helper(fields):
+    paths, images, tokens = fields
+    loader = zt.Dataset(paths).loader(batch_size=32, shuffle=False, pin_memory=True)
+    for b in loader:
+        assert b["image"].is_pinned() and b["tokens"].values.is_pinned()
+        check_batch(b, images, tokens)
+
+
+@needs_cuda
+def test_device_prefetcher_on_cuda(fields):
+    paths, images, tokens = fields
+    want = ids_of(zt.IterableDataset(paths, 8, seed=0, epochs=1))
+    got = []
+    for b in zt.DevicePrefetcher(zt.DataLoader(zt.IterableDataset(paths, 8, seed=0, epochs=1)), "cuda"):
+        assert b["image"].device.type == "cuda" and b["tokens"].values.device.type == "cuda"
+        got.append(check_batch(zt.to_device(b, "cpu", non_blocking=False), images, tokens).tolist())
+    assert got == want
 
 
 def ids_of(batches):
@@ -115,12 +141,13 @@ def test_plan_covers_each_epoch_once_per_rank_split(fields):
         assert per_epoch[0] != per_epoch[1]  # a fresh permutation per epoch
 
 
-def test_two_ranks_two_workers_cover_every_record_once_per_epoch(fields):
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_two_ranks_two_workers_cover_every_record_once_per_epoch(fields, method):
     paths, images, tokens = fields
     seen = {0: [], 1: [], 2: []}
     for rank in range(2):
         ds = zt.IterableDataset(paths, 8, epochs=3, rank=rank, world_size=2, seed=1)
-        loader = zt.DataLoader(ds, num_workers=2, multiprocessing_context="fork")
+        loader = zt.DataLoader(ds, num_workers=2, multiprocessing_context=method)
         for step, b in enumerate(loader):
             seen[step // ds.steps_per_epoch].extend(check_batch(b, images, tokens).tolist())
     for epoch in seen.values():
@@ -141,12 +168,17 @@ def uninterrupted(paths, steps, **kw):
     return ids_of(b for _, b in zip(range(steps), zt.IterableDataset(paths, 8, seed=3, **kw)))
 
 
-@pytest.mark.parametrize("before,after", [(1, 1), (2, 2), (4, 4), (2, 4), (4, 1), (0, 2)])
-def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after):
+@pytest.mark.parametrize(
+    "before,after,method",
+    [(1, 1, "fork"), (2, 2, "fork"), (4, 4, "fork"), (2, 4, "fork"), (4, 1, "fork"), (0, 2, "fork"),
+     # The workers of a resumed loader receive the dataset, and its step, pickled.
+     (2, 1, "spawn"), (2, 1, "forkserver")],
+)
+def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after, method):
     paths, _, _ = fields
     want = uninterrupted(paths, 30, epochs=3)  # crosses epoch boundaries (13 steps each)
     ds = zt.IterableDataset(paths, 8, seed=3, epochs=3)
-    loader = zt.DataLoader(ds, num_workers=before, multiprocessing_context="fork" if before else None)
+    loader = zt.DataLoader(ds, num_workers=before, multiprocessing_context=method if before else None)
     first = []
     for b in loader:
         first.append(b["id"].tolist())
@@ -156,7 +188,7 @@ def test_resume_yields_exactly_the_uninterrupted_batches(fields, before, after):
     assert state["step"] == 11
     del loader
     ds2 = zt.IterableDataset(paths, 8, seed=3, epochs=3)
-    loader2 = zt.DataLoader(ds2, num_workers=after, multiprocessing_context="fork" if after else None)
+    loader2 = zt.DataLoader(ds2, num_workers=after, multiprocessing_context=method if after else None)
     loader2.load_state_dict(state)
     rest = [b["id"].tolist() for _, b in zip(range(19), loader2)]
     assert first + rest == want
@@ -224,6 +256,61 @@ def test_batch_sampler_feeds_getitems_with_arrays(fields):
     a, b = zt.BatchSampler(N, 8, seed=2, rank=0, world_size=1), zt.BatchSampler(N, 8, seed=2, rank=0, world_size=1)
     b.set_epoch(1)
     assert next(iter(a)).tolist() != next(iter(b)).tolist()
+
+
+def test_batch_sampler_state_resumes_mid_epoch(fields):
+    full = [b.tolist() for b in zt.BatchSampler(N, 8, seed=2)]
+    bs = zt.BatchSampler(N, 8, seed=2)
+    bs.set_epoch(1)
+    epoch1 = [b.tolist() for b in bs]
+    assert epoch1 != full and len(epoch1) == 13
+    it = iter(bs)
+    assert bs.state_dict()["step"] == 0  # before the first batch: the epoch's start
+    taken = [next(it).tolist() for _ in range(4)]
+    state = bs.state_dict()
+    assert (state["epoch"], state["step"]) == (1, 4)
+    again = zt.BatchSampler(N, 8, seed=2)
+    again.load_state_dict(state)
+    assert again.state_dict()["step"] == 4
+    assert taken + [b.tolist() for b in again] == epoch1
+    again.set_epoch(0)  # the next epochs start at their beginning
+    assert [b.tolist() for b in again] == full
+    with pytest.raises(ValueError, match="another order"):
+        zt.BatchSampler(N, 8, seed=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="not a position"):
+        zt.BatchSampler(N, 8, seed=2).load_state_dict({"epoch": 0, "step": 14})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_a_map_style_dataset(fields, workers):
+    tsd = pytest.importorskip("torchdata.stateful_dataloader")
+    paths, images, tokens = fields
+    ds = zt.Dataset(paths)
+
+    def loader():
+        sampler = zt.BatchSampler(N, 8, seed=2)
+        ctx = "fork" if workers else None
+        dl = tsd.StatefulDataLoader(ds, batch_sampler=sampler, collate_fn=zt.collate,
+                                    num_workers=workers, multiprocessing_context=ctx)
+        return sampler, dl
+
+    def epochs(sampler, dl, first_epoch, stop_after=None):
+        got = []
+        for epoch in range(first_epoch, 3):
+            sampler.set_epoch(epoch)  # before iter(dl), which applies a loaded state
+            for b in dl:
+                got.append(check_batch(b, images, tokens).tolist())
+                if len(got) == stop_after:
+                    return got, dl.state_dict()
+        return got, None
+
+    want, _ = epochs(*loader(), 0)
+    assert len(want) == 3 * 13
+    first, state = epochs(*loader(), 0, stop_after=13 + 5)  # in epoch 1, after 5 batches
+    sampler, dl = loader()
+    dl.load_state_dict(state)
+    rest, _ = epochs(sampler, dl, 1)  # the training loop restarts at the saved epoch
+    assert first + rest == want
 
 
 def test_zring_dataloader_over_the_map_style_dataset(fields):

@@ -47,7 +47,10 @@ def as_int_indices(indices: Any) -> np.ndarray[Any, Any]:
 
 
 def rank_and_world(env: Mapping[str, str]) -> tuple[int, int]:
-    """``RANK`` and ``WORLD_SIZE`` from the environment (as torchrun sets them)."""
+    """``RANK`` and ``WORLD_SIZE`` from the environment (as torchrun sets them): the
+    global rank, unique across nodes. ``LOCAL_RANK`` (the rank within a node) is not
+    read: it picks a process's device, which is the caller's business, and sharding by
+    it would give the same records to rank ``r`` of every node."""
     world = int(env.get("WORLD_SIZE", "1"))
     rank = int(env.get("RANK", "0"))
     return rank, world
@@ -64,6 +67,10 @@ class Plan:
     dropped (``drop_last``) or split evenly across the ranks. This rank's step ``k``
     is epoch ``k // steps_per_epoch``, step ``k % steps_per_epoch``: a pure function
     of the configuration, so any step can be recomputed anywhere.
+
+    ``rank`` and ``world`` are the global rank and world size (``RANK`` /
+    ``WORLD_SIZE`` under torchrun, ``jax.process_index()`` / ``process_count()``),
+    never ``LOCAL_RANK``, which only tells a process which device of its node to use.
     """
 
     def __init__(self, n: int, batch_size: int, *,

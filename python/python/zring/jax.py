@@ -1,7 +1,8 @@
 """JAX over zring stores (needs ``jax``; ``import zring`` does not).
 
 :class:`DataSource` is a Grain-compatible random-access data source (``__len__``,
-``__getitem__``, and batched ``__getitems__``) over one or several aligned stores,
+``__getitem__``, and the batched read ``_getitems`` of Grain's
+``SupportsBatchedReadRandomAccessDataSource``) over one or several aligned stores,
 and :meth:`DataSource.batch` returns ``jax.numpy`` arrays over zring's memory through
 DLPack. It pickles by its stores' paths, so Grain's worker processes reopen the
 stores themselves.
@@ -26,8 +27,22 @@ __all__ = ["DataSource", "to_jax", "batches"]
 
 
 def to_jax(a: Any) -> Any:
-    """A ``jax.Array`` from a zring array (DLPack; on CPU no copy), or a
-    ``RaggedBatch`` as a ``(values, cu_seqlens, shapes)`` tuple of them."""
+    """A ``jax.Array`` from a zring array through DLPack, or a ``RaggedBatch`` as a
+    ``(values, cu_seqlens, shapes)`` tuple of them.
+
+    On CPU the array shares the zring array's memory (no copy) when JAX can take the
+    buffer as it is. JAX copies instead (the result is the same values) when:
+
+    - the buffer is not aligned as XLA's CPU backend requires (64 bytes: zring's
+      gather buffers are; a ragged field's ``values`` are the start of its gather
+      buffer too);
+    - the dtype is 64-bit (``int64``, ``uint64``, ``float64``, ``complex128``) and
+      ``jax_enable_x64`` is off, JAX's default: it becomes the 32-bit dtype;
+    - NumPy cannot export the dtype through DLPack (ml_dtypes' ``bfloat16`` and
+      ``float8_*``), or the array is 0-d: ``jnp.asarray`` copies it.
+
+    A ragged field's ``cu_seqlens`` and ``shapes`` (int64, ``n + 1`` and
+    ``(n, ndim)`` values) are always copied."""
     if isinstance(a, RaggedBatch):
         return (to_jax(a.values), jnp.asarray(a.cu_seqlens), jnp.asarray(a.shapes))
     a = np.asarray(a)
@@ -45,10 +60,17 @@ class DataSource:
 
     - ``len(ds)``; ``ds[i]``: one record as NumPy arrays (what Grain's
       ``MapDataset`` / ``DataLoader`` expect of a ``RandomAccessDataSource``).
-    - ``ds.__getitems__(ids)``: a batch, one gather per field, as a list of per-record
-      dicts (Grain's batched-read protocol; the dicts share the gathered arrays).
+    - ``ds._getitems(ids)``: a batch, one gather per field, as a list of per-record
+      dicts (the dicts share the gathered arrays). This is the method of Grain's
+      batched-read protocol, ``SupportsBatchedReadRandomAccessDataSource``: a
+      ``grain.MapDataset.source(ds)`` pipeline calls it when a batch of records is
+      read at once (its own ``_getitems``). Grain 0.2 keeps ``MapDataset.batch``'s
+      use of it behind an experiment that is off in its releases, so there
+      ``batch`` still reads record by record through ``ds[i]``.
+      ``ds.__getitems__(ids)`` is the same method under PyTorch's name.
     - ``ds.batch(ids)``: ``{name: jax.Array}`` for a batch (ragged fields as
-      ``(values, cu_seqlens, shapes)``).
+      ``(values, cu_seqlens, shapes)``), over the gathered memory where
+      :func:`to_jax` can hand it over without a copy.
     """
 
     def __init__(self, fields: Mapping[str, Any]) -> None:
@@ -61,10 +83,16 @@ class DataSource:
     def __getitem__(self, record_key: int) -> dict[str, np.ndarray[Any, Any]]:
         return {name: np.asarray(store[int(record_key)]) for name, store in self.fields.items()}
 
-    def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
+    def _getitems(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
+        """The records ``record_keys`` (one gather per field), as Grain's batched read
+        returns them: a list of per-record ``{name: ndarray}`` dicts."""
         ids = as_int_indices(record_keys)
         cols = {name: store[ids] for name, store in self.fields.items()}
         return [{name: col[k] for name, col in cols.items()} for k in range(len(ids))]
+
+    def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
+        """:meth:`_getitems` under the name PyTorch's batched read uses."""
+        return self._getitems(record_keys)
 
     def read(self, ids: Any) -> dict[str, Any]:
         """``{name: ndarray | RaggedBatch}`` for the records ``ids`` (one gather per field)."""

@@ -12,9 +12,10 @@
 - :class:`DataLoader`: ``torch.utils.data.DataLoader`` that counts the batches it
   delivered, so ``state_dict()`` resumes an :class:`IterableDataset` exactly, with
   the same or another number of workers.
-- :func:`to_device` and :class:`DevicePrefetcher`: host-to-device copies (on CUDA
-  asynchronous, from pinned memory, overlapping the next batch's copy with the
-  current step).
+- :func:`to_device` and :class:`DevicePrefetcher`: host-to-device copies. On CUDA
+  they are meant to be asynchronous, from pinned memory, overlapping the next
+  batch's copy with the current step; that branch runs only where CUDA is present
+  and is not exercised by the CI here (CPU only), where the CPU path is tested.
 
 Tensors share the memory of zring's arrays (``torch.from_numpy``, or DLPack for
 dtypes it does not take), without a copy. Ragged fields come
@@ -169,7 +170,12 @@ def collate(batch: _T) -> _T:
 def distributed_rank_and_world() -> tuple[int, int]:
     """This process's rank and the world size: from ``torch.distributed`` when it is
     initialised, else the ``RANK`` / ``WORLD_SIZE`` variables (as ``torchrun`` sets
-    them), else ``(0, 1)``."""
+    them), else ``(0, 1)``.
+
+    This is the global rank, which the data is sharded by. ``LOCAL_RANK`` (the rank
+    within one node) is not read: it only says which of the node's devices the
+    process uses (``torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))``), and zring
+    leaves choosing the device to the training script."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -379,6 +385,14 @@ class BatchSampler(_tud.Sampler):  # type: ignore[misc]
     default to :func:`distributed_rank_and_world`). Each batch is a uint64 NumPy
     array, which ``Dataset.__getitems__`` reads as is:
     ``DataLoader(ds, batch_sampler=BatchSampler(len(ds), 256), collate_fn=collate)``.
+
+    ``state_dict()`` / ``load_state_dict()`` (torchdata's ``Stateful`` protocol): the
+    epoch and how many of its batches this sampler has yielded, so torchdata's
+    ``StatefulDataLoader(ds, batch_sampler=sampler, collate_fn=collate)`` resumes a
+    map-style dataset mid-epoch (it saves the sampler's state as of the last batch it
+    delivered, whatever its workers had prefetched). After ``load_state_dict`` the
+    next iteration yields that epoch from that step on; later ones start at step 0
+    of the epoch ``set_epoch`` names.
     """
 
     def __init__(self, length: int, batch_size: int, *, shuffle: bool = True, seed: int = 0,
@@ -391,18 +405,56 @@ class BatchSampler(_tud.Sampler):  # type: ignore[misc]
         self.plan = Plan(length, batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
                          epochs=None, drop_last=drop_last, rank=rank, world=world_size)
         self.epoch = 0
+        # Batches of `epoch` yielded by the current (or last) iteration; and the step
+        # the next iteration starts at, when a state was loaded.
+        self._yielded = 0
+        self._resume: int | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next iteration yields (each epoch is a fresh order)."""
         self.epoch = int(epoch)
+        self._yielded = 0
 
     def __len__(self) -> int:
         return self.plan.steps_per_epoch
 
     def __iter__(self) -> Iterator[np.ndarray[Any, Any]]:
-        base = self.epoch * self.plan.steps_per_epoch
-        for j in range(self.plan.steps_per_epoch):
+        # The position is taken when the iteration is made, not at its first batch,
+        # so that a state saved before that batch is this iteration's start.
+        start = self._resume if self._resume is not None else 0
+        self._resume = None
+        self._yielded = start
+        return self._batches(self.epoch, start)
+
+    def _batches(self, epoch: int, start: int) -> Iterator[np.ndarray[Any, Any]]:
+        base = epoch * self.plan.steps_per_epoch
+        for j in range(start, self.plan.steps_per_epoch):
+            # Counted before the yield: a state taken after this batch resumes after it.
+            self._yielded = j + 1
             yield self.plan.indices(base + j)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch, the batches of it yielded so far, and what defines the order."""
+        step = self._resume if self._resume is not None else self._yielded
+        return {"epoch": self.epoch, "step": step, "order": self.plan.fingerprint()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """The next iteration yields epoch ``state["epoch"]`` from batch
+        ``state["step"]``; the order must be the one that was saved."""
+        order = state.get("order")
+        if order is not None and tuple(order) != self.plan.fingerprint():
+            raise ValueError(
+                f"this state is from another order (records, global batch, mode, seed, "
+                f"epochs, drop_last): saved {tuple(order)}, now {self.plan.fingerprint()}"
+            )
+        epoch, step = int(state["epoch"]), int(state["step"])
+        if epoch < 0 or not 0 <= step <= self.plan.steps_per_epoch:
+            raise ValueError(
+                f"epoch {epoch}, step {step} is not a position in epochs of "
+                f"{self.plan.steps_per_epoch} steps"
+            )
+        self.epoch = epoch
+        self._resume = step
 
 
 class DataLoader(_tud.DataLoader):  # type: ignore[misc]
@@ -478,7 +530,9 @@ class DevicePrefetcher:
     On CUDA, batch ``k + 1`` is pinned (unless already) and copied on a side stream
     while the caller works on batch ``k``; the caller's stream waits for the copy
     before the batch is handed over. Elsewhere (CPU) it is ``to_device`` per batch.
-    (Correctness is tested on CPU; its overlap has not been measured on a GPU.)
+    The CUDA branch runs only with a CUDA device: the CI here has none, so only the
+    CPU branch is tested there (the CUDA test skips), and neither its correctness on
+    a GPU nor its overlap has been checked.
     """
 
     def __init__(self, loader: Iterable[Any], device: Any, pin: bool = True) -> None:
