@@ -57,16 +57,18 @@ mod read;
 pub mod remote;
 mod schema;
 mod store;
+mod types;
 mod writer;
 
 pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
 pub use entry::{Entry, EntryError, RecordCodec};
 pub use error::{
-    AllocFailure, Allocation, ArgumentError, BlockKind, CodecError, Error, InternalError,
-    ManifestProblem, ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError,
-    SectionKind, ShardMismatch, SharedError, StoreMismatch, StoreProblem, UrlProblem,
+    AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, ManifestProblem,
+    ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError, ShardMismatch, SharedError,
+    StoreMismatch, StoreProblem, UrlProblem,
 };
+pub use format::{BlockKind, SectionKind};
 pub use pending::Pending;
 pub use read::plan::Planner;
 pub use read::{
