@@ -267,10 +267,9 @@ impl Opened {
                 }
             }
         };
-        if backend != Backend::Mmap {
-            if let Some(file) = source.file() {
-                zring_platform::advise_random(file.file());
-            }
+        // Records are read at random; a mapping was advised when it was made.
+        if let Some(file) = source.file() {
+            zring_platform::advise_random(file.file());
         }
         Ok(Self {
             source,

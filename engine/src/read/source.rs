@@ -187,6 +187,15 @@ impl Source {
         }
     }
 
+    /// Whether a task is one stream of reads kept `depth` deep (io_uring, buffered or
+    /// O_DIRECT), so that a gather gives each thread one task holding its whole share.
+    pub(crate) fn streams_reads(&self) -> bool {
+        matches!(
+            self,
+            Source::Uring { .. } | Source::Direct { uring: true, .. }
+        )
+    }
+
     /// The file records are read from (none for `mmap`).
     pub(crate) fn file(&self) -> Option<&RingFile> {
         match self {
