@@ -1,5 +1,18 @@
 //! The engine's one error type. Every variant carries the context a person needs to
 //! act on it: the path, the record, what was expected and what was found.
+//!
+//! Why one [`Error`] and not an error enum per operation (open, read, write): the
+//! operations share most of their failures. A gather can meet what an open reports
+//! problem (an on-demand table lookup finds damaged metadata, a remote object
+//! changes under the reader), a write's `close` and a dataset publish share the
+//! publish failures, and the loader, the CLI and Python map errors by kind, not by
+//! the call that raised them. Split enums would repeat those variants in each (or
+//! nest one in another), and every caller that does two kinds of operation would
+//! need a union of them again. What a caller matches on is the kind, so that is
+//! typed: each variant is a kind (`Io`, `Corrupt`, `IndexOutOfRange`, ...), with its
+//! details in a per-kind enum (`StoreProblem`, `ArgumentError`, `SchemaError`, ...),
+//! and both the top enum and the details are `#[non_exhaustive]`, so a new case is
+//! not a breaking change. Causes are kept as `source()`, never folded into text.
 
 use std::fmt;
 use std::io;
