@@ -3,8 +3,8 @@
 //!
 //! Why one [`Error`] and not an error enum per operation (open, read, write): the
 //! operations share most of their failures. A gather can meet what an open reports
-//! problem (an on-demand table lookup finds damaged metadata, a remote object
-//! changes under the reader), a write's `close` and a dataset publish share the
+//! (an on-demand table lookup finds damaged metadata, a remote object changes under
+//! the reader), a write's `close` and a dataset publish share the
 //! publish failures, and the loader, the CLI and Python map errors by kind, not by
 //! the call that raised them. Split enums would repeat those variants in each (or
 //! nest one in another), and every caller that does two kinds of operation would
