@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::entry::Entry;
 use crate::error::{Error, InternalError, ObjectChange, Result, StoreProblem};
-use crate::format::{self, Section, SectionKind, BLOCK};
+use crate::format::{Section, SectionKind, BLOCK};
 use crate::remote::{fetch_tail, Connector, RemoteSource, TAIL};
 
 use super::decode::DecodeCtx;
