@@ -1,9 +1,10 @@
 //! Element types, named as NumPy and ml_dtypes name them.
+//!
+//! This module imports nothing from the crate so that `error` can carry a
+//! [`DType`]; parsing a name or a NumPy descr reports `Error` and so lives in
+//! `schema`.
 
 use std::fmt;
-use std::str::FromStr;
-
-use crate::error::{Error, SchemaError};
 
 /// The element type of a store's records. Stored values are little-endian.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,81 +102,11 @@ impl DType {
             DType::Complex128 => 16,
         }
     }
-
-    /// Parses a NumPy array-protocol type string as found in `.npy` headers
-    /// (`<f4`, `|u1`, `<c16`, `|b1`). Big-endian types are refused: stores are
-    /// little-endian and a silent byte swap would be a surprise.
-    pub fn from_numpy_descr(descr: &str) -> Result<Self, Error> {
-        let (order, code) = descr.split_at(descr.len().min(1));
-        if order == ">" {
-            return Err(Error::Schema(SchemaError::BigEndian {
-                descr: descr.to_string(),
-            }));
-        }
-        let code = if matches!(order, "<" | "|" | "=") {
-            code
-        } else {
-            descr
-        };
-        let dtype = match code {
-            "b1" => DType::Bool,
-            "u1" => DType::U8,
-            "u2" => DType::U16,
-            "u4" => DType::U32,
-            "u8" => DType::U64,
-            "i1" => DType::I8,
-            "i2" => DType::I16,
-            "i4" => DType::I32,
-            "i8" => DType::I64,
-            "f2" => DType::F16,
-            "f4" => DType::F32,
-            "f8" => DType::F64,
-            "c8" => DType::Complex64,
-            "c16" => DType::Complex128,
-            // ml_dtypes types have no standard code; their .npy descr is "|V2"/"|V1",
-            // which is ambiguous, so they must be named explicitly.
-            _ => {
-                return Err(Error::Schema(SchemaError::UnsupportedDescr {
-                    descr: descr.to_string(),
-                }))
-            }
-        };
-        Ok(dtype)
-    }
 }
 
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl FromStr for DType {
-    type Err = Error;
-
-    /// Accepts the canonical names and the common short aliases (`f4`, `float`,
-    /// `half`, `i8`-style NumPy codes are deliberately not guessed: `i8` means int64
-    /// to NumPy and int8 to Rust).
-    fn from_str(s: &str) -> Result<Self, Error> {
-        let lower = s.trim().to_ascii_lowercase();
-        if let Some(d) = DType::ALL.iter().find(|d| d.name() == lower) {
-            return Ok(*d);
-        }
-        let alias = match lower.as_str() {
-            "bool_" => DType::Bool,
-            "u1" | "u8_" => DType::U8,
-            "half" => DType::F16,
-            "single" => DType::F32,
-            "double" => DType::F64,
-            "cfloat" | "cdouble" => DType::Complex128,
-            "csingle" => DType::Complex64,
-            _ => {
-                return Err(Error::Schema(SchemaError::UnknownDType {
-                    name: s.to_string(),
-                }));
-            }
-        };
-        Ok(alias)
     }
 }
 

@@ -1,11 +1,27 @@
 //! The engine's one error type. Every variant carries the context a person needs to
 //! act on it: the path, the record, what was expected and what was found.
+//!
+//! Why one [`Error`] and not an error enum per operation (open, read, write): the
+//! operations share most of their failures. A gather can meet what an open reports
+//! (an on-demand table lookup finds damaged metadata, a remote object changes under
+//! the reader), a write's `close` and a dataset publish share the
+//! publish failures, and the loader, the CLI and Python map errors by kind, not by
+//! the call that raised them. Split enums would repeat those variants in each (or
+//! nest one in another), and every caller that does two kinds of operation would
+//! need a union of them again. What a caller matches on is the kind, so that is
+//! typed: each variant is a kind (`Io`, `Corrupt`, `IndexOutOfRange`, ...), with its
+//! details in a per-kind enum (`StoreProblem`, `ArgumentError`, `SchemaError`, ...),
+//! and both the top enum and the details are `#[non_exhaustive]`, so a new case is
+//! not a breaking change. Causes are kept as `source()`, never folded into text.
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::{Codec, DType};
+use crate::dtype::DType;
+use crate::entry::EntryError;
+use crate::format::{BlockKind, SectionKind, BLOCK, ENTRY_BYTES, FORMAT_MAJOR, MAX_ALIGN};
+use crate::types::{Codec, Layout, MAX_NDIM};
 
 /// Result with the engine's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -35,7 +51,7 @@ pub enum Error {
     CorruptEntry {
         path: PathBuf,
         index: u64,
-        source: crate::entry::EntryError,
+        source: EntryError,
     },
     /// The store's file changed size while the store was open (truncated by another
     /// process, a failing disk or a network file system): the reads that need the
@@ -246,7 +262,7 @@ impl fmt::Display for Error {
                 f,
                 "{}: store format v{found_major}.{found_minor} is newer than this zring, which reads format v{}.x; upgrade zring to read it",
                 path.display(),
-                crate::format::FORMAT_MAJOR
+                FORMAT_MAJOR
             ),
             Error::Manifest { path, problem } => {
                 write!(f, "{}: not a valid zring dataset: {problem}", path.display())
@@ -781,7 +797,7 @@ pub enum SchemaError {
     UnknownDType { name: String },
     /// A codec name zring does not know.
     UnknownCodec { name: String },
-    /// A dense item_shape with more than [`crate::MAX_NDIM`] dimensions.
+    /// A dense item_shape with more than [`MAX_NDIM`] dimensions.
     TooManyDims { ndim: usize },
     /// A dense record larger than the per-record size limit.
     RecordTooLarge {
@@ -789,7 +805,7 @@ pub enum SchemaError {
         dtype: DType,
         limit: u64,
     },
-    /// A ragged ndim of 0 or above [`crate::MAX_NDIM`].
+    /// A ragged ndim of 0 or above [`MAX_NDIM`].
     RaggedNdim { ndim: usize },
     /// Dense records of zero bytes (an item_shape with a 0).
     ZeroSizeRecords,
@@ -843,7 +859,7 @@ impl fmt::Display for SchemaError {
             SchemaError::TooManyDims { ndim } => write!(
                 f,
                 "item_shape has {ndim} dimensions; at most {} are allowed",
-                crate::MAX_NDIM
+                MAX_NDIM
             ),
             SchemaError::RecordTooLarge {
                 shape,
@@ -856,7 +872,7 @@ impl fmt::Display for SchemaError {
             SchemaError::RaggedNdim { ndim } => write!(
                 f,
                 "ragged ndim must be between 1 and {}, got {ndim}",
-                crate::MAX_NDIM
+                MAX_NDIM
             ),
             SchemaError::ZeroSizeRecords => f.write_str(
                 "dense records of zero bytes cannot be stored (item_shape has a 0)",
@@ -1001,59 +1017,6 @@ impl std::error::Error for InternalError {
     }
 }
 
-/// Which of a store's two 4096-byte blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BlockKind {
-    /// The first block.
-    Superblock,
-    /// The last block.
-    Footer,
-}
-
-impl fmt::Display for BlockKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BlockKind::Superblock => "superblock",
-            BlockKind::Footer => "footer",
-        })
-    }
-}
-
-/// One of a store's sections, in file order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SectionKind {
-    Data,
-    Dictionary,
-    Shapes,
-    Table,
-    Schema,
-}
-
-impl SectionKind {
-    /// The sections in file order (that of [`crate::format::Footer::sections`]).
-    pub const ALL: [SectionKind; 5] = [
-        SectionKind::Data,
-        SectionKind::Dictionary,
-        SectionKind::Shapes,
-        SectionKind::Table,
-        SectionKind::Schema,
-    ];
-}
-
-impl fmt::Display for SectionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SectionKind::Data => "data",
-            SectionKind::Dictionary => "dictionary",
-            SectionKind::Shapes => "shapes",
-            SectionKind::Table => "table",
-            SectionKind::Schema => "schema",
-        })
-    }
-}
-
 /// What is wrong with a store's metadata ([`Error::Corrupt`]).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -1114,7 +1077,6 @@ pub enum StoreProblem {
 
 impl fmt::Display for StoreProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::format::{BLOCK, ENTRY_BYTES, FORMAT_MAJOR, MAX_ALIGN};
         let file = |object: bool| if object { "object" } else { "file" };
         match self {
             StoreProblem::TooSmall { len, object } => write!(
@@ -1503,9 +1465,9 @@ pub enum StoreMismatch {
     /// Another dtype or layout.
     Schema {
         store_dtype: DType,
-        store_layout: crate::schema::Layout,
+        store_layout: Layout,
         manifest_dtype: DType,
-        manifest_layout: crate::schema::Layout,
+        manifest_layout: Layout,
     },
     /// Another record count.
     Records { store: u64, manifest: u64 },

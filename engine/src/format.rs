@@ -12,8 +12,13 @@
 //! schema      JSON
 //! footer      4096 B at the end
 //! ```
+//!
+//! This module imports nothing from the crate: `error` names its constants and
+//! kinds ([`BlockKind`], [`SectionKind`]) in its messages, and the checks that
+//! report a `StoreProblem` (such as `check_footer`) live with the reader's other
+//! layout checks in `read/layout.rs`.
 
-use crate::error::{SectionKind, StoreProblem};
+use std::fmt;
 
 /// Format major version: a reader refuses a store with a larger major version.
 pub const FORMAT_MAJOR: u16 = 1;
@@ -305,50 +310,57 @@ pub fn table_len(records: u64) -> Option<u64> {
     records.checked_mul(ENTRY_BYTES as u64)
 }
 
-/// The layout rules a footer must satisfy in a file of `file_len` bytes with
-/// superblock `sb`: its length, alignment, and sections in order, inside the file,
-/// not overlapping, with aligned table and shapes. Checks nothing that needs the
-/// section bytes (checksums, schema) or the record count (section sizes per record:
-/// see [`table_len`] and [`shapes_len`]).
-pub fn check_footer(f: &Footer, sb: &Superblock, file_len: u64) -> Result<(), StoreProblem> {
-    if f.file_len != file_len {
-        return Err(StoreProblem::FileLength {
-            footer: f.file_len,
-            actual: file_len,
-        });
+/// Which of a store's two 4096-byte blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlockKind {
+    /// The first block.
+    Superblock,
+    /// The last block.
+    Footer,
+}
+
+impl fmt::Display for BlockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BlockKind::Superblock => "superblock",
+            BlockKind::Footer => "footer",
+        })
     }
-    if f.align != sb.align {
-        return Err(StoreProblem::AlignmentMismatch {
-            footer: f.align,
-            superblock: sb.align,
-        });
+}
+
+/// One of a store's sections, in file order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SectionKind {
+    Data,
+    Dictionary,
+    Shapes,
+    Table,
+    Schema,
+}
+
+impl SectionKind {
+    /// The sections in file order (that of [`crate::format::Footer::sections`]).
+    pub const ALL: [SectionKind; 5] = [
+        SectionKind::Data,
+        SectionKind::Dictionary,
+        SectionKind::Shapes,
+        SectionKind::Table,
+        SectionKind::Schema,
+    ];
+}
+
+impl fmt::Display for SectionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SectionKind::Data => "data",
+            SectionKind::Dictionary => "dictionary",
+            SectionKind::Shapes => "shapes",
+            SectionKind::Table => "table",
+            SectionKind::Schema => "schema",
+        })
     }
-    if f.data.offset != BLOCK as u64 {
-        return Err(StoreProblem::DataOffset {
-            offset: f.data.offset,
-        });
-    }
-    let mut prev_end = BLOCK as u64;
-    for (s, section) in f.sections().iter().zip(SectionKind::ALL) {
-        let end = s
-            .end()
-            .filter(|&e| e <= file_len.saturating_sub(BLOCK as u64));
-        match end {
-            Some(end) if s.offset >= prev_end => prev_end = end,
-            _ => {
-                return Err(StoreProblem::SectionOutOfPlace {
-                    section,
-                    offset: s.offset,
-                    len: s.len,
-                    file_len,
-                })
-            }
-        }
-    }
-    if f.table.offset % 8 != 0 || f.shapes.offset % 4 != 0 {
-        return Err(StoreProblem::Misaligned);
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,11 @@
 //!   `file://` URLs open wherever paths do (cargo feature `remote`), tuned by
 //!   [`remote::RemoteOptions`] in [`ReadOptions::remote`], with an optional local
 //!   chunk cache ([`remote::CacheOptions`]).
+//! - Configuration: [`Config`] (threads, pinning, io_uring; from the `ZRING_*`
+//!   environment by default, installed for the process with [`Config::set_global`])
+//!   and the worker pools reads and writes run on ([`Pool`], [`PoolHandle`], taken by
+//!   [`ReadOptions::with_pool`] and [`WriteOptions::with_pool`]), re-exported from
+//!   zring-platform so an embedding program needs only this crate.
 //! - Errors: [`Error`] (with the details [`ArgumentError`], [`SchemaError`],
 //!   [`CodecError`], [`InternalError`], [`ObjectChange`], and [`EntryError`],
 //!   [`ParseBackendError`]; [`SharedError`] holds a poisoned writer's first error's
@@ -57,16 +62,18 @@ mod read;
 pub mod remote;
 mod schema;
 mod store;
+mod types;
 mod writer;
 
 pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
 pub use entry::{Entry, EntryError, RecordCodec};
 pub use error::{
-    AllocFailure, Allocation, ArgumentError, BlockKind, CodecError, Error, InternalError,
-    ManifestProblem, ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError,
-    SectionKind, ShardMismatch, SharedError, StoreMismatch, StoreProblem, UrlProblem,
+    AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, ManifestProblem,
+    ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError, ShardMismatch, SharedError,
+    StoreMismatch, StoreProblem, UrlProblem,
 };
+pub use format::{BlockKind, SectionKind};
 pub use pending::Pending;
 pub use read::plan::Planner;
 pub use read::{
@@ -76,3 +83,4 @@ pub use read::{
 pub use schema::{shape_bytes, Codec, Layout, Schema, StoreSchema, MAX_NDIM};
 pub use store::{ReadPlan, Store};
 pub use writer::{WriteOptions, Writer};
+pub use zring_platform::{Config, Pool, PoolHandle, UringMode};

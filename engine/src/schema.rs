@@ -2,7 +2,6 @@
 //! form of all of it stored in the file's schema section.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
@@ -11,63 +10,80 @@ use serde_json::{json, Map, Value};
 use crate::dtype::DType;
 use crate::error::{Error, Result, SchemaError, SchemaJsonError};
 use crate::format::MAX_RECORD_BYTES;
+pub use crate::types::{Codec, Layout, MAX_NDIM};
 
-/// The most dimensions a record may have (NumPy's limit, less the batch axis).
-pub const MAX_NDIM: usize = 63;
-
-/// How records are shaped.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Every record has the same shape; `item_shape` may be empty (scalar records).
-    Dense { item_shape: Vec<u64> },
-    /// Each record has its own shape of `ndim` dimensions (ndim >= 1).
-    Ragged { ndim: usize },
-}
-
-impl Layout {
-    /// Adds `layout` and `item_shape` or `ndim` to a JSON object (store schemas and
-    /// dataset manifests spell layouts alike).
-    pub(crate) fn insert_json(&self, obj: &mut Map<String, Value>) {
-        match self {
-            Layout::Dense { item_shape } => {
-                obj.insert("layout".into(), json!("dense"));
-                obj.insert("item_shape".into(), json!(item_shape));
-            }
-            Layout::Ragged { ndim } => {
-                obj.insert("layout".into(), json!("ragged"));
-                obj.insert("ndim".into(), json!(ndim));
-            }
+// DType and Codec are parsed from their names here rather than next to their
+// definitions: parsing reports `Error`, which carries those values, so the
+// definitions stay below `error` and the parsers above it.
+impl DType {
+    /// Parses a NumPy array-protocol type string as found in `.npy` headers
+    /// (`<f4`, `|u1`, `<c16`, `|b1`). Big-endian types are refused: stores are
+    /// little-endian and a silent byte swap would be a surprise.
+    pub fn from_numpy_descr(descr: &str) -> Result<Self, Error> {
+        let (order, code) = descr.split_at(descr.len().min(1));
+        if order == ">" {
+            return Err(Error::Schema(SchemaError::BigEndian {
+                descr: descr.to_string(),
+            }));
         }
+        let code = if matches!(order, "<" | "|" | "=") {
+            code
+        } else {
+            descr
+        };
+        let dtype = match code {
+            "b1" => DType::Bool,
+            "u1" => DType::U8,
+            "u2" => DType::U16,
+            "u4" => DType::U32,
+            "u8" => DType::U64,
+            "i1" => DType::I8,
+            "i2" => DType::I16,
+            "i4" => DType::I32,
+            "i8" => DType::I64,
+            "f2" => DType::F16,
+            "f4" => DType::F32,
+            "f8" => DType::F64,
+            "c8" => DType::Complex64,
+            "c16" => DType::Complex128,
+            // ml_dtypes types have no standard code; their .npy descr is "|V2"/"|V1",
+            // which is ambiguous, so they must be named explicitly.
+            _ => {
+                return Err(Error::Schema(SchemaError::UnsupportedDescr {
+                    descr: descr.to_string(),
+                }))
+            }
+        };
+        Ok(dtype)
     }
 }
 
-/// How a store's records are compressed. Individual records that do not shrink are
-/// stored raw whatever the store's codec (see the per-record tag in docs/format.md).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Codec {
-    /// Stored as they are.
-    Raw,
-    /// One zstd frame per record.
-    #[default]
-    Zstd,
-    /// One zstd frame per record, compressed with the store's trained dictionary.
-    ZstdDict,
-}
+impl FromStr for DType {
+    type Err = Error;
 
-impl Codec {
-    /// The name used in the schema, the CLI and Python.
-    pub fn name(self) -> &'static str {
-        match self {
-            Codec::Raw => "raw",
-            Codec::Zstd => "zstd",
-            Codec::ZstdDict => "zstd-dict",
+    /// Accepts the canonical names and the common short aliases (`f4`, `float`,
+    /// `half`, `i8`-style NumPy codes are deliberately not guessed: `i8` means int64
+    /// to NumPy and int8 to Rust).
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let lower = s.trim().to_ascii_lowercase();
+        if let Some(d) = DType::ALL.iter().find(|d| d.name() == lower) {
+            return Ok(*d);
         }
-    }
-}
-
-impl fmt::Display for Codec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        let alias = match lower.as_str() {
+            "bool_" => DType::Bool,
+            "u1" | "u8_" => DType::U8,
+            "half" => DType::F16,
+            "single" => DType::F32,
+            "double" => DType::F64,
+            "cfloat" | "cdouble" => DType::Complex128,
+            "csingle" => DType::Complex64,
+            _ => {
+                return Err(Error::Schema(SchemaError::UnknownDType {
+                    name: s.to_string(),
+                }));
+            }
+        };
+        Ok(alias)
     }
 }
 

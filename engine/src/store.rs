@@ -10,7 +10,7 @@ use zring_platform::{open_regular, read_exact_at};
 
 use crate::entry::Entry;
 use crate::error::{Error, Result, StoreProblem};
-use crate::format::{self, Footer, Superblock, BLOCK};
+use crate::format::{Footer, Superblock, BLOCK};
 use crate::read::{
     check_schema, decode_footer, decode_superblock, Backend, Coalesce, Opened, RaggedBatch,
     RaggedLayout, Read, ReadOptions, Reader, ReadsServed, StoreStats,
@@ -68,7 +68,8 @@ impl Store {
             ));
         }
         let (superblock, footer) = read_blocks(&path, &file, len)?;
-        format::check_footer(&footer, &superblock, len).map_err(|p| Error::corrupt(&path, p))?;
+        crate::read::check_footer(&footer, &superblock, len)
+            .map_err(|p| Error::corrupt(&path, p))?;
         let opened = Opened::load(&path, file, opts, &footer)?;
         let stored = check_schema(&path, &opened.schema_json, &footer)?;
         let reader = Reader::new(name, opened, footer, superblock, stored, opts);

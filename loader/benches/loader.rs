@@ -5,7 +5,7 @@
 //! cargo bench -p zring-loader --bench loader -- [--w1 N] [--w3 N] [--secs S] [--rounds R] [--workers a,b] [--prefetch P] [--skip-rss] [--skip-throughput] [--no-consumer-help]
 //! ```
 //! Defaults: W1 2,000 x uint8[3,224,224] raw, W3 200,000 int32 sequences of 16..512
-//! (median ~130) raw, IID batch 256, 0.5 s per measurement, 7 rounds alternating bare
+//! (median ~130) raw, both from `zring::synth` (the workloads every bench uses), IID batch 256, 0.5 s per measurement, 7 rounds alternating bare
 //! and loader (the ratio is the median of the rounds' paired ratios), workers 1,2, prefetch 4. The RSS part re-runs this binary as a child
 //! process per configuration (a fresh process, so VmHWM is the loader's alone) over
 //! W1 at N and 4N records and W3 at N and 4N sequences.
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use zring::synth;
 use zring_engine::{
     Backend, Codec, DType, RaggedLayout, ReadOptions, Schema, Store, WriteOptions, Writer,
 };
@@ -49,67 +50,24 @@ fn check_mode() -> bool {
     std::env::var("ZRING_BENCH_CHECK").is_ok_and(|v| v == "1")
         || !std::env::args().any(|x| x == "--bench" || x == "--rss-child")
 }
-const W1_SHAPE: [u64; 3] = [3, 224, 224];
-const W1_BYTES: usize = 3 * 224 * 224;
-
-/// splitmix64, so the data is the same on every machine.
-struct Rng(u64);
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// W1: image-like records (a smooth per-record gradient plus noise), raw codec.
+/// W1: image-like uint8[3,224,224] records (zring's W1 generator), raw codec, written
+/// 64 records at a time so the larger RSS store never has to fit in memory.
 fn build_w1(path: &Path, n: usize) -> Res<()> {
-    let mut w = Writer::create(path, Schema::dense(DType::U8, &W1_SHAPE), raw())?;
-    let mut buf = Vec::with_capacity(64 * W1_BYTES);
-    for i in 0..n {
-        let mut r = Rng::new(i as u64);
-        let (gx, gy, base) = (r.next() % 4, r.next() % 4, r.next() % 128);
-        for c in 0..3u64 {
-            for y in 0..224u64 {
-                for x in 0..224u64 {
-                    let v = base + c * 20 + (x * gx + y * gy) / 8 + r.next() % 6;
-                    buf.push(v as u8);
-                }
-            }
-        }
-        if buf.len() == 64 * W1_BYTES || i + 1 == n {
-            w.append_dense(&buf)?;
-            buf.clear();
-        }
+    let mut w = Writer::create(path, Schema::dense(DType::U8, &synth::W1_SHAPE), raw())?;
+    for start in (0..n).step_by(64) {
+        w.append_dense(&synth::w1_range(start..(start + 64).min(n), synth::SEED).bytes)?;
     }
     w.close()?;
     Ok(())
 }
 
-/// W3: int32 token sequences, lengths 16..=511 skewed low (median ~130), raw codec.
+/// W3: int32 token sequences of 16..=512 (median ~130; zring's W3 generator), raw
+/// codec, written 10,000 sequences at a time.
 fn build_w3(path: &Path, n: usize) -> Res<()> {
     let mut w = Writer::create(path, Schema::ragged(DType::I32, 1), raw())?;
-    let mut r = Rng::new(3);
-    for chunk in 0..n.div_ceil(10_000) {
-        let count = (n - chunk * 10_000).min(10_000);
-        let (mut values, mut cu, mut shapes) = (Vec::new(), vec![0u64], Vec::new());
-        for _ in 0..count {
-            let len = 16 + (496.0 * r.unit().powf(2.12)) as u64;
-            for _ in 0..len {
-                values.extend_from_slice(&((r.next() % 50_000) as i32).to_le_bytes());
-            }
-            cu.push(cu[cu.len() - 1] + len);
-            shapes.push(len as u32);
-        }
-        w.append_ragged(&values, &cu, &shapes)?;
+    for start in (0..n).step_by(10_000) {
+        let r = synth::w3_range(start..(start + 10_000).min(n), synth::SEED);
+        w.append_ragged(&r.values, &r.cu_seqlens, &r.shapes())?;
     }
     w.close()?;
     Ok(())

@@ -6,6 +6,20 @@
 //! either hands it to [`Pool::with_config`](crate::Pool::with_config) for a pool of its
 //! own or installs it with [`Config::set_global`] before zring's first read. Nothing
 //! below this module reads the environment.
+//!
+//! Which settings a pool's own `Config` decides, and which only the process's:
+//!
+//! | setting | [`Pool::with_config`](crate::Pool::with_config) | [`Config::set_global`] |
+//! |---------|------------------|-------------------|
+//! | `threads`, `pin`, `cores` | that pool's threads | the global pool's ([`Pool::global`](crate::Pool::global)) |
+//! | `uring`, `uring_register` | ignored | every ring in the process |
+//!
+//! The io_uring settings are process-wide because rings are: each thread has one
+//! ring, shared by every store and pool that reads on that thread, so they are read
+//! from [`Config::global`] when the process first uses io_uring, and only
+//! `set_global` (or the environment) sets them. A pool built from a `Config` with
+//! `uring: Off` still reads through io_uring where the process's settings allow it;
+//! to turn it off for a store, open it with the `pread` backend.
 
 use crate::once::{ForkOnce, InChild};
 
@@ -34,9 +48,11 @@ pub struct Config {
     /// The cores to pin to, in kernel list syntax (`ZRING_CORES`, e.g. `0-3,8`);
     /// `None` lets the topology choose.
     pub cores: Option<String>,
-    /// How io_uring is used (`ZRING_URING`, `ZRING_URING_PLAIN`).
+    /// How io_uring is used (`ZRING_URING`, `ZRING_URING_PLAIN`). Process-wide: only
+    /// the global settings count (see the module documentation).
     pub uring: UringMode,
     /// Whether rings register files and buffers (`ZRING_URING_REGISTER=0` says no).
+    /// Process-wide, like `uring`.
     pub uring_register: bool,
 }
 
@@ -97,9 +113,10 @@ impl Config {
         GLOBAL.get_or_init(Self::from_env)
     }
 
-    /// Installs `self` as the process's settings. Fails, handing `self` back, once
-    /// they have been used (the global pool and io_uring read them at their first
-    /// use).
+    /// Installs `self` as the process's settings: the global pool's threads and
+    /// placement, and the io_uring settings of every ring. Fails, handing `self`
+    /// back, once they have been used (the global pool and io_uring read them at
+    /// their first use) or installed. A forked child inherits them.
     pub fn set_global(self) -> Result<(), Config> {
         let mut mine = Some(self);
         GLOBAL.get_or_init(|| mine.take().unwrap_or_default());

@@ -3,9 +3,15 @@
 //! Every record is generated from its own stream `(seed, index)`, so a record's bytes
 //! do not depend on how many records are made or on how many threads make them.
 
+use std::ops::Range;
+
 use zring_engine::{DType, Schema};
 
 use super::rng::Rng;
+
+/// The seed of the benchmark data: with it, W1-W3 are the same bytes in every bench
+/// (criterion's and the loader's).
+pub const SEED: u64 = 0x7a72_696e_6721;
 
 /// W1: one image-like uint8[3, 224, 224] record (147 KiB).
 pub const W1_SHAPE: [u64; 3] = [3, 224, 224];
@@ -95,9 +101,16 @@ impl Ragged {
 /// "objects" on it, plus sparse +-1..2 noise, so zstd-3 compresses it about 2-4x (real
 /// raw pixels compress less; the point is a realistic decode cost per byte).
 pub fn w1(n: usize, seed: u64) -> Dense {
-    let mut bytes = vec![0u8; n * W1_RECORD_BYTES];
+    w1_range(0..n, seed)
+}
+
+/// Records `records` of [`w1`]`(_, seed)`: a store larger than memory is written a
+/// slice at a time, and the bytes are those of the whole workload.
+pub fn w1_range(records: Range<usize>, seed: u64) -> Dense {
+    let first = records.start;
+    let mut bytes = vec![0u8; records.len() * W1_RECORD_BYTES];
     fill_records(&mut bytes, W1_RECORD_BYTES, |i, rec| {
-        image_record(&mut Rng::new(seed, i as u64), rec)
+        image_record(&mut Rng::new(seed, (first + i) as u64), rec)
     });
     Dense {
         dtype: DType::U8,
@@ -126,17 +139,23 @@ pub fn w2(n: usize, seed: u64) -> Dense {
 
 /// W3: `n` int32 token sequences of length 16..=512 (median about 130), Zipf ids.
 pub fn w3(n: usize, seed: u64) -> Ragged {
-    let mut cu_seqlens = Vec::with_capacity(n + 1);
+    w3_range(0..n, seed)
+}
+
+/// Records `records` of [`w3`]`(_, seed)` (`cu_seqlens` counts from the first of
+/// them), for writing a large store a slice at a time.
+pub fn w3_range(records: Range<usize>, seed: u64) -> Ragged {
+    let mut cu_seqlens = Vec::with_capacity(records.len() + 1);
     cu_seqlens.push(0u64);
     let mut values = Vec::new();
-    for i in 0..n {
+    for (k, i) in records.enumerate() {
         let mut rng = Rng::new(seed ^ 0x5733, i as u64);
         let len = sequence_len(&mut rng);
         values.reserve(len * 4);
         for _ in 0..len {
             values.extend_from_slice(&zipf_token(&mut rng).to_le_bytes());
         }
-        cu_seqlens.push(cu_seqlens[i] + len as u64);
+        cu_seqlens.push(cu_seqlens[k] + len as u64);
     }
     Ragged { values, cu_seqlens }
 }
@@ -229,8 +248,7 @@ mod tests {
     #[test]
     fn the_benchmark_seed_gives_the_same_records_as_before_the_move() {
         // Checksums of the workloads as zring-benches generated them before their
-        // generator moved here (its seed, benches' SEED): figures stay comparable.
-        const SEED: u64 = 0x7a72_696e_6721;
+        // generator moved here (with their seed, SEED): figures stay comparable.
         let sum = zring_engine::format::checksum;
         assert_eq!(sum(&w1(4, SEED).bytes), 0x342c_49d8_5b1f_8f2c);
         assert_eq!(sum(&w2(64, SEED).bytes), 0x1863_8482_3291_acb9);
@@ -247,6 +265,22 @@ mod tests {
         assert_eq!(a.bytes[..], b.bytes[..a.bytes.len()]);
         assert_eq!(w2(4, 1).bytes[..], w2(9, 1).bytes[..4 * W2_RECORD_BYTES]);
         assert_ne!(w2(1, 1).bytes, w2(1, 2).bytes);
+    }
+
+    #[test]
+    fn a_range_is_those_records_of_the_whole_workload() {
+        let all = w1(5, 9);
+        assert_eq!(
+            w1_range(2..5, 9).bytes[..],
+            all.bytes[2 * W1_RECORD_BYTES..]
+        );
+        assert!(w1_range(3..3, 9).is_empty());
+        let all = w3(40, 4);
+        let part = w3_range(10..25, 4);
+        assert_eq!(part.len(), 15);
+        for k in 0..15 {
+            assert_eq!(part.record(k), all.record(10 + k));
+        }
     }
 
     #[test]

@@ -1,6 +1,14 @@
 //! Deterministic bytes for tests: fixed seeds make every failure reproducible.
 
 /// SplitMix64: a small, fast, well-mixed generator.
+///
+/// The benchmark workloads have their own splitmix64 (`zring::synth::rng`, in the
+/// root crate) and this one does not reuse it, for the dependency direction: the root
+/// crate's tests use this kit, so the kit cannot depend on the root crate (every
+/// crate's tests would then build it, CLI and all), and the root crate cannot take a
+/// normal dependency on a dev-only kit. Tests that want the benchmark data (W1-W3)
+/// take it from `zring::synth`; this generator is for tests' own inputs, seeded with
+/// `new(seed)` (or `from_state`) rather than per record.
 #[derive(Clone, Debug)]
 pub struct Rng(u64);
 

@@ -15,7 +15,7 @@ use crate::error::{ArgumentError, Error, InternalError, Result, SchemaError};
 use crate::schema::{Codec, Layout};
 
 use super::decode::with_ctx;
-use super::{Backend, Reader};
+use super::Reader;
 
 /// Aim for tasks of about this many output bytes (a dataset's gather uses the same
 /// task sizing, so it splits work alike): small enough that a caller whose
@@ -150,7 +150,7 @@ impl Reader {
             return (usize::from(n > 0), n.max(1));
         }
         let mut per_task = TASK_BYTES / self.work_factor() / avg_bytes.max(1);
-        if self.backend == Backend::Uring {
+        if self.source.streams_reads() {
             per_task = per_task.max(n.div_ceil(self.threads()));
         }
         let per_task = per_task.clamp(1, n.max(1));

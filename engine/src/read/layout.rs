@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use crate::error::{BlockKind, Error, Result, StoreProblem};
-use crate::format::{self, BlockError, Footer, Superblock};
+use crate::error::{Error, Result, StoreProblem};
+use crate::format::{self, BlockError, BlockKind, Footer, SectionKind, Superblock};
 use crate::schema::{Codec, Layout, StoreSchema};
 
 fn block_err(path: &Path, e: BlockError, block: BlockKind) -> Error {
@@ -75,4 +75,50 @@ pub(crate) fn check_schema(path: &Path, json: &[u8], f: &Footer) -> Result<Store
         return Err(bad(StoreProblem::ZeroSizeRecords));
     }
     Ok(stored)
+}
+
+/// The layout rules a footer must satisfy in a file of `file_len` bytes with
+/// superblock `sb`: its length, alignment, and sections in order, inside the file,
+/// not overlapping, with aligned table and shapes. Checks nothing that needs the
+/// section bytes (checksums, schema) or the record count (section sizes per record:
+/// see `format::table_len` and `format::shapes_len`).
+pub(crate) fn check_footer(f: &Footer, sb: &Superblock, file_len: u64) -> Result<(), StoreProblem> {
+    if f.file_len != file_len {
+        return Err(StoreProblem::FileLength {
+            footer: f.file_len,
+            actual: file_len,
+        });
+    }
+    if f.align != sb.align {
+        return Err(StoreProblem::AlignmentMismatch {
+            footer: f.align,
+            superblock: sb.align,
+        });
+    }
+    if f.data.offset != format::BLOCK as u64 {
+        return Err(StoreProblem::DataOffset {
+            offset: f.data.offset,
+        });
+    }
+    let mut prev_end = format::BLOCK as u64;
+    for (s, section) in f.sections().iter().zip(SectionKind::ALL) {
+        let end = s
+            .end()
+            .filter(|&e| e <= file_len.saturating_sub(format::BLOCK as u64));
+        match end {
+            Some(end) if s.offset >= prev_end => prev_end = end,
+            _ => {
+                return Err(StoreProblem::SectionOutOfPlace {
+                    section,
+                    offset: s.offset,
+                    len: s.len,
+                    file_len,
+                })
+            }
+        }
+    }
+    if f.table.offset % 8 != 0 || f.shapes.offset % 4 != 0 {
+        return Err(StoreProblem::Misaligned);
+    }
+    Ok(())
 }

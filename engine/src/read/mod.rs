@@ -36,10 +36,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use zring_platform::PoolHandle;
 
 use crate::entry::{Entry, RecordCodec};
-use crate::error::{
-    AllocFailure, Allocation, Error, RecordProblem, Result, SectionKind, StoreProblem,
-};
-use crate::format::{self, Footer, Section, Superblock};
+use crate::error::{AllocFailure, Allocation, Error, RecordProblem, Result, StoreProblem};
+use crate::format::{self, Footer, Section, SectionKind, Superblock};
 use crate::schema::{Layout, StoreSchema};
 
 pub use backend::{Backend, ParseBackendError};
@@ -48,7 +46,7 @@ pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
 pub(crate) use gather::{COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD, TASK_BYTES};
-pub(crate) use layout::{check_schema, decode_footer, decode_superblock};
+pub(crate) use layout::{check_footer, check_schema, decode_footer, decode_superblock};
 pub(crate) use meta::Meta;
 pub(crate) use source::Source;
 
@@ -269,10 +267,9 @@ impl Opened {
                 }
             }
         };
-        if backend != Backend::Mmap {
-            if let Some(file) = source.file() {
-                zring_platform::advise_random(file.file());
-            }
+        // Records are read at random; a mapping was advised when it was made.
+        if let Some(file) = source.file() {
+            zring_platform::advise_random(file.file());
         }
         Ok(Self {
             source,

@@ -161,6 +161,83 @@ pub fn coalesce<'e>(entries: impl IntoIterator<Item = &'e Entry>, rule: Coalesce
     p.into_reads()
 }
 
+/// The most scratch one window holds (compressed, merged and unaligned direct reads
+/// land in scratch): bounds per-thread memory whatever the batch size.
+pub(crate) const SCRATCH_WINDOW: usize = 8 << 20;
+/// The most records one window plans at once.
+pub(crate) const WINDOW_RECORDS: usize = 4096;
+
+/// Cuts a task's records into windows: runs of at most [`WINDOW_RECORDS`] records
+/// whose reads need at most about [`SCRATCH_WINDOW`] bytes of scratch, planned as
+/// they are added. A window always takes its first record, so a record larger than
+/// the scratch budget is a window of its own; it stops taking records once its
+/// scratch reaches the budget. A read lands in scratch unless it is one record that
+/// may go straight into its destination slot (the caller says which, from the
+/// record and its slot); a record merged into a read moves that read to scratch.
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    plan: Planner,
+    scratch_len: usize,
+    /// Whether the last read goes into its record's slot (so far).
+    last_in_slot: bool,
+}
+
+impl Window {
+    /// An empty window under `rule` with room for `records` records.
+    pub(crate) fn with_capacity(rule: Coalesce, records: usize) -> Self {
+        Self {
+            plan: Planner::with_capacity(rule, records.min(WINDOW_RECORDS)),
+            scratch_len: 0,
+            last_in_slot: false,
+        }
+    }
+
+    /// Starts the next window, keeping the memory.
+    pub(crate) fn clear(&mut self) {
+        self.plan.clear();
+        self.scratch_len = 0;
+        self.last_in_slot = false;
+    }
+
+    /// Whether the window takes another record.
+    pub(crate) fn has_room(&self) -> bool {
+        let records = self.plan.records;
+        records < WINDOW_RECORDS && (records == 0 || self.scratch_len < SCRATCH_WINDOW)
+    }
+
+    /// Adds the next record; `in_slot`: whether a read of it alone may land in its
+    /// destination slot.
+    pub(crate) fn push(&mut self, e: &Entry, in_slot: bool) {
+        let before = self.plan.reads().last().map_or(0, |r| r.len as usize);
+        let merged = self.plan.push(e);
+        let after = self.plan.reads().last().map_or(0, |r| r.len as usize);
+        if merged {
+            // The read grew; all of it lands in scratch now.
+            self.scratch_len += if self.last_in_slot {
+                after
+            } else {
+                after - before
+            };
+            self.last_in_slot = false;
+        } else {
+            self.last_in_slot = in_slot;
+            if !in_slot {
+                self.scratch_len += after;
+            }
+        }
+    }
+
+    /// The scratch bytes the window's reads need.
+    pub(crate) fn scratch_len(&self) -> usize {
+        self.scratch_len
+    }
+
+    /// The window's reads.
+    pub(crate) fn plan(&self) -> &Planner {
+        &self.plan
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +340,89 @@ mod tests {
             }
             assert_eq!(next, entries.len());
         }
+    }
+
+    fn zstd(offset: u64, len: u32) -> Entry {
+        Entry {
+            codec: RecordCodec::Zstd,
+            logical_len: len * 2,
+            ..rec(offset, len)
+        }
+    }
+
+    /// Cuts `entries` into windows the way the io_uring executor does: the number of
+    /// records and the scratch of each.
+    fn windows(entries: &[(Entry, bool)], rule: Coalesce) -> Vec<(usize, usize)> {
+        let mut w = Window::with_capacity(rule, entries.len());
+        let mut out = Vec::new();
+        let mut it = entries.iter().peekable();
+        while it.peek().is_some() {
+            w.clear();
+            let mut n = 0;
+            while let Some((e, in_slot)) = it.next_if(|_| w.has_room()) {
+                w.push(e, *in_slot);
+                n += 1;
+            }
+            out.push((n, w.scratch_len()));
+        }
+        out
+    }
+
+    #[test]
+    fn a_window_holds_at_most_window_records_records() {
+        // Raw records read straight into their slots need no scratch: only the record
+        // cap cuts them.
+        let e: Vec<_> = (0..WINDOW_RECORDS as u64 * 2 + 1)
+            .map(|k| (rec(k * 8192, 16), true))
+            .collect();
+        assert_eq!(
+            windows(&e, Coalesce::NONE),
+            vec![(WINDOW_RECORDS, 0), (WINDOW_RECORDS, 0), (1, 0)]
+        );
+    }
+
+    #[test]
+    fn a_window_stops_taking_records_once_its_scratch_reaches_the_budget() {
+        let mib = 1u32 << 20;
+        // Compressed records land in scratch: 8 of 1 MiB fill the 8 MiB budget.
+        let e: Vec<_> = (0..20u64)
+            .map(|k| (zstd(k * 2 * u64::from(mib), mib), false))
+            .collect();
+        let per = SCRATCH_WINDOW / mib as usize;
+        assert_eq!(
+            windows(&e, Coalesce::NONE),
+            vec![
+                (per, SCRATCH_WINDOW),
+                (per, SCRATCH_WINDOW),
+                (20 - 2 * per, (20 - 2 * per) * mib as usize)
+            ]
+        );
+        // Just under the budget, the window takes one more record and goes over it.
+        let e: Vec<_> = (0..3u64)
+            .map(|k| (zstd(k * (8 << 20), (4 << 20) - 1), false))
+            .collect();
+        assert_eq!(windows(&e, Coalesce::NONE), vec![(3, 3 * ((4 << 20) - 1))]);
+    }
+
+    #[test]
+    fn a_record_larger_than_the_budget_is_a_window_of_its_own() {
+        let big = (SCRATCH_WINDOW * 2) as u32;
+        let e = [(zstd(0, big), false), (zstd(1 << 30, 10), false)];
+        assert_eq!(
+            windows(&e, Coalesce::NONE),
+            vec![(1, big as usize), (1, 10)]
+        );
+    }
+
+    #[test]
+    fn merging_moves_a_slot_read_into_scratch() {
+        // Two touching raw records: alone, the first would go into its slot; merged,
+        // the whole read lands in scratch.
+        let e = [(rec(4096, 100), true), (rec(4196, 50), true)];
+        assert_eq!(windows(&e[..1], Coalesce::BUFFERED), vec![(1, 0)]);
+        assert_eq!(windows(&e, Coalesce::BUFFERED), vec![(2, 150)]);
+        // A compressed first record was in scratch already: only the growth is added.
+        let e = [(zstd(4096, 100), false), (rec(4196, 50), true)];
+        assert_eq!(windows(&e, Coalesce::BUFFERED), vec![(2, 150)]);
     }
 }

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::entry::Entry;
-use crate::error::{Error, InternalError, ObjectChange, Result, SectionKind, StoreProblem};
-use crate::format::{self, Section, BLOCK};
+use crate::error::{Error, InternalError, ObjectChange, Result, StoreProblem};
+use crate::format::{Section, SectionKind, BLOCK};
 use crate::remote::{fetch_tail, Connector, RemoteSource, TAIL};
 
 use super::decode::DecodeCtx;
@@ -77,7 +77,8 @@ impl Reader {
             _ => &got[0],
         };
         let superblock = decode_superblock(path, head)?;
-        format::check_footer(&footer, &superblock, len).map_err(|p| Error::corrupt(path, p))?;
+        super::layout::check_footer(&footer, &superblock, len)
+            .map_err(|p| Error::corrupt(path, p))?;
         // The metadata: [from, len) of the object.
         let from = meta_start.min(tail_start);
         let mut metadata = match meta_start < tail_start {

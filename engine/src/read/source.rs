@@ -36,14 +36,9 @@ use crate::error::{
 use crate::format::Footer;
 
 use super::decode::{grow, grow_aligned, DecodeCtx, Decoders};
-use super::plan::{span, Coalesce, Planner};
+use super::plan::{span, Coalesce, Planner, Window, WINDOW_RECORDS};
 use super::{netfs, Backend, ReadOptions, Reader};
 
-/// The most scratch one io_uring window uses (compressed, merged and direct reads
-/// land in scratch): bounds per-thread memory whatever the batch size.
-const SCRATCH_WINDOW: usize = 8 << 20;
-/// The most records one io_uring window plans at once.
-const WINDOW_RECORDS: usize = 4096;
 /// How many pages of the data region `Auto` samples for page-cache residency.
 const RESIDENCY_SAMPLES: u64 = 32;
 
@@ -185,6 +180,15 @@ impl Source {
             Source::Mmap(m) => Some(m),
             _ => None,
         }
+    }
+
+    /// Whether a task is one stream of reads kept `depth` deep (io_uring, buffered or
+    /// O_DIRECT), so that a gather gives each thread one task holding its whole share.
+    pub(crate) fn streams_reads(&self) -> bool {
+        matches!(
+            self,
+            Source::Uring { .. } | Source::Direct { uring: true, .. }
+        )
     }
 
     /// The file records are read from (none for `mmap`).
@@ -445,8 +449,8 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads a task's records through this thread's ring, one window of at most
-    /// `SCRATCH_WINDOW` bytes of scratch at a time, so a task's share of a huge
+    /// Reads a task's records through this thread's ring, one window (cut by
+    /// [`Window`]: a bounded number of records and of scratch bytes) at a time, so a task's share of a huge
     /// compressed batch never needs scratch for all of it at once.
     fn read_uring<'d>(
         &self,
@@ -469,41 +473,33 @@ impl Reader {
         let mut items = items.peekable();
         let hint = items.size_hint().0.min(WINDOW_RECORDS);
         let mut window: Vec<Windowed<'d>> = Vec::with_capacity(hint);
-        let mut plan = Planner::with_capacity(rule, hint);
+        let mut plan = Window::with_capacity(rule, hint);
         while items.peek().is_some() {
             window.clear();
             plan.clear();
-            let mut scratch_len = 0usize;
-            // Whether the last read goes into its record's slot (so far).
-            let mut last_in_slot = false;
-            while let Some((i, dst)) = items.next_if(|_| {
-                window.len() < WINDOW_RECORDS && (window.is_empty() || scratch_len < SCRATCH_WINDOW)
-            }) {
+            while let Some((i, dst)) = items.next_if(|_| plan.has_room()) {
                 let e = self.entry(i)?;
                 check_slot(i, &e, dst)?;
-                let before = plan.reads().last().map_or(0, |r| r.len as usize);
-                let merged = plan.push(&e);
-                let after = plan.reads().last().map_or(0, |r| r.len as usize);
-                if merged {
-                    // A merged read lands in scratch.
-                    scratch_len += if last_in_slot { after } else { after - before };
-                    last_in_slot = false;
-                } else {
-                    last_in_slot = slot_ok(&e, dst);
-                    if !last_in_slot {
-                        scratch_len += after;
-                    }
-                }
+                plan.push(&e, slot_ok(&e, dst));
                 window.push(Windowed {
                     index: i,
                     entry: e,
                     slot: Some(dst),
                 });
             }
+            let scratch_len = plan.scratch_len();
             let decoders = &mut ctx.decoders;
             // The thread's registered scratch (aligned, so fit for O_DIRECT too).
             with_uring_scratch(scratch_len, |scratch| {
-                self.read_window(file, depth, &mut window, &plan, &slot_ok, scratch, decoders)
+                self.read_window(
+                    file,
+                    depth,
+                    &mut window,
+                    plan.plan(),
+                    &slot_ok,
+                    scratch,
+                    decoders,
+                )
             })
             .map_err(|e| {
                 Error::out_of_memory(
