@@ -180,7 +180,7 @@ fn jobs_are_reported_each_and_summed() {
     assert_eq!(v["config"]["jobs"], 2);
     // Jobs are for gathers; the other modes have their own parallelism.
     let o = zring_with_path(&["bench", "--mode", "get", "--jobs", "2"], None);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--concurrency"));
 }
 
@@ -289,7 +289,7 @@ fn plot_writes_a_valid_svg_or_png_and_refuses_other_names() {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     assert!(bytes.len() > 1000);
     let o = zring_with_path(&["bench", "--plot", s(&dir.path().join("run.gif"))], None);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains(".svg or .png"));
 }
 

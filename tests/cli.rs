@@ -669,7 +669,9 @@ fn bench_text_report_on_an_existing_store_names_its_units() {
         !text.contains("write "),
         "no write line for an existing store:\n{text}"
     );
-    let err = fails(&["bench", "--count", "10", "--duration", "0"]);
+    let o = zring(&["bench", "--count", "10", "--duration", "0"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--duration"), "{err}");
 }
 
@@ -735,6 +737,6 @@ fn bench_rejects_a_queue_depth_outside_1_to_256() {
         .args(["bench", "--qd", "0"])
         .output()
         .expect("run");
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--qd"));
 }

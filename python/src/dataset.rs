@@ -17,6 +17,7 @@ use crate::buffer::{self, array_over};
 use crate::dtype;
 use crate::errors;
 use crate::index::{self, Selection};
+use crate::interrupt::{self, RECORD_COST};
 use crate::ragged::ragged_batch;
 use crate::store::{read_options, remote_options, ReadError};
 
@@ -77,47 +78,148 @@ impl PyDataset {
             .collect()
     }
 
+    /// Gathers `ids` of `fields`, in slices that Ctrl-C can stop between (see
+    /// `interrupt`, as for a store's gather); an interrupted read drops its buffers.
     fn read(&self, py: Python<'_>, ids: &[u64], fields: &[usize]) -> PyResult<Vec<Out>> {
         let ds = &self.ds;
-        py.detach(|| -> Result<Vec<Out>, ReadError> {
-            let mut outs = Vec::with_capacity(fields.len());
-            for &f in fields {
-                let schema = &ds.fields()[f].schema;
-                match schema.item_bytes() {
-                    Some(w) => {
-                        let n = ids.len().saturating_mul(w as usize);
-                        let buf = buffer::acquire(n)
-                            .map_err(|e| ReadError::Alloc(n, field_records(ds, f, ids, None), e))?;
-                        outs.push(Out::Dense(buf));
-                    }
-                    None => {
-                        let layout = ds.ragged_layout(f, ids)?;
-                        let n = layout.values_bytes;
-                        let buf = buffer::acquire(n).map_err(|e| {
-                            let itemsize = schema.dtype.itemsize();
-                            let largest = buffer::largest_ragged(ids, &layout.cu_seqlens, itemsize);
-                            ReadError::Alloc(n, field_records(ds, f, ids, largest), e)
-                        })?;
-                        outs.push(Out::Ragged(layout, buf));
-                    }
+        let layouts = self.layouts(py, ids, fields)?;
+        let mut bufs = py
+            .detach(|| -> Result<Vec<PooledBuf>, ReadError> {
+                let mut bufs = Vec::with_capacity(fields.len());
+                for (&f, layout) in fields.iter().zip(&layouts) {
+                    let schema = &ds.fields()[f].schema;
+                    let buf = match (layout, schema.item_bytes()) {
+                        (Some(layout), _) => {
+                            let n = layout.values_bytes;
+                            buffer::acquire(n).map_err(|e| {
+                                let itemsize = schema.dtype.itemsize();
+                                let largest =
+                                    buffer::largest_ragged(ids, &layout.cu_seqlens, itemsize);
+                                ReadError::Alloc(n, field_records(ds, f, ids, largest), e)
+                            })?
+                        }
+                        (None, w) => {
+                            let n = ids.len().saturating_mul(w.unwrap_or(0) as usize);
+                            buffer::acquire(n).map_err(|e| {
+                                ReadError::Alloc(n, field_records(ds, f, ids, None), e)
+                            })?
+                        }
+                    };
+                    bufs.push(buf);
+                }
+                Ok(bufs)
+            })
+            .map_err(|e| e.into_py(py))?;
+        gather_into(py, ds, ids, fields, &layouts, &mut bufs)?;
+        Ok(layouts
+            .into_iter()
+            .zip(bufs)
+            .map(|(layout, buf)| match layout {
+                Some(layout) => Out::Ragged(layout, buf),
+                None => Out::Dense(buf),
+            })
+            .collect())
+    }
+
+    /// The output layout of each ragged field of `fields` for `ids` (`None` for a
+    /// dense field); Ctrl-C interrupts the wait for a large selection's (the layouts,
+    /// built from copied ids, are then dropped unseen).
+    fn layouts(
+        &self,
+        py: Python<'_>,
+        ids: &[u64],
+        fields: &[usize],
+    ) -> PyResult<Vec<Option<RaggedLayout>>> {
+        fn build(
+            ds: &Dataset,
+            ids: &[u64],
+            fields: &[usize],
+        ) -> zring_engine::Result<Vec<Option<RaggedLayout>>> {
+            fields
+                .iter()
+                .map(|&f| match ds.fields()[f].schema.item_bytes() {
+                    Some(_) => Ok(None),
+                    None => ds.ragged_layout(f, ids).map(Some),
+                })
+                .collect()
+        }
+        let any_ragged = fields
+            .iter()
+            .any(|&f| self.ds.fields()[f].schema.item_bytes().is_none());
+        let layouts = if any_ragged && ids.len() > LAYOUT_ON_A_THREAD {
+            let (ds, ids, fields) = (self.ds.clone(), ids.to_vec(), fields.to_vec());
+            interrupt::wait_for_thread(py, "dataset-layout", move || build(&ds, &ids, &fields))?
+        } else {
+            py.detach(|| build(&self.ds, ids, fields))
+        };
+        layouts.map_err(|e| errors::engine(py, e))
+    }
+}
+
+/// Selections of more ids than this have their ragged layouts built on a thread of
+/// their own, so that Ctrl-C does not wait for them (at tens of ns per id, this many
+/// take about 10 ms), as for a ragged store.
+const LAYOUT_ON_A_THREAD: usize = 1 << 18;
+
+/// Gathers records `ids` of `fields` into `bufs` (one per field; ragged ones laid out
+/// by their `layouts`), in slices that Ctrl-C can stop between: each slice gathers
+/// every field of its records, ragged ones with their part of the layout rebased to
+/// start at 0. On an error `bufs` hold a partial result.
+fn gather_into(
+    py: Python<'_>,
+    ds: &Dataset,
+    ids: &[u64],
+    fields: &[usize],
+    layouts: &[Option<RaggedLayout>],
+    bufs: &mut [PooledBuf],
+) -> PyResult<()> {
+    let schemas: Vec<&Schema> = fields.iter().map(|&f| &ds.fields()[f].schema).collect();
+    let dense_width: u64 = schemas.iter().filter_map(|s| s.item_bytes()).sum();
+    let cost = |k: usize| {
+        let ragged: u64 = layouts
+            .iter()
+            .zip(&schemas)
+            .filter_map(|(l, s)| Some(l.as_ref()?.cu_seqlens[k] * s.dtype.itemsize() as u64))
+            .sum();
+        k as u64 * (dense_width + RECORD_COST) + ragged
+    };
+    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
+        let whole = r.start == 0 && r.end == ids.len();
+        let parts: Vec<Option<RaggedLayout>> = layouts
+            .iter()
+            .zip(&schemas)
+            .map(|(l, s)| {
+                let l = l.as_ref().filter(|_| !whole)?;
+                let (cu, ndim) = (&l.cu_seqlens, s.ndim());
+                let (a, b) = (cu[r.start], cu[r.end]);
+                Some(RaggedLayout {
+                    cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
+                    shapes: l.shapes[r.start * ndim..r.end * ndim].to_vec(),
+                    values_bytes: (b - a) as usize * s.dtype.itemsize(),
+                })
+            })
+            .collect();
+        let mut dests: Vec<FieldDest<'_>> = Vec::with_capacity(bufs.len());
+        for (k, buf) in bufs.iter_mut().enumerate() {
+            let s = schemas[k];
+            match (&layouts[k], s.item_bytes()) {
+                (Some(l), _) => {
+                    let itemsize = s.dtype.itemsize();
+                    let (a, b) = (l.cu_seqlens[r.start], l.cu_seqlens[r.end]);
+                    dests.push(FieldDest::Ragged {
+                        layout: parts[k].as_ref().unwrap_or(l),
+                        values: &mut buf[a as usize * itemsize..b as usize * itemsize],
+                    });
+                }
+                (None, w) => {
+                    let w = w.unwrap_or(0) as usize;
+                    dests.push(FieldDest::Dense(&mut buf[r.start * w..r.end * w]));
                 }
             }
-            let mut dests: Vec<FieldDest<'_>> = outs
-                .iter_mut()
-                .map(|o| match o {
-                    Out::Dense(buf) => FieldDest::Dense(&mut buf[..]),
-                    Out::Ragged(layout, buf) => FieldDest::Ragged {
-                        layout,
-                        values: &mut buf[..],
-                    },
-                })
-                .collect();
-            ds.gather(ids, fields, &mut dests)?;
-            drop(dests);
-            Ok(outs)
-        })
-        .map_err(|e| e.into_py(py))
-    }
+        }
+        ds.gather(&ids[r], fields, &mut dests)
+    })
+    .map_err(|h| h.into_py(py))
 }
 
 #[pymethods]
@@ -265,10 +367,41 @@ impl PyDataset {
         Ok(result)
     }
 
-    /// Checks every record of every store; raises the first problem.
+    /// Checks every record of every store; raises the first problem. Sliced by
+    /// records over all the stores (see `interrupt`, as for a store's verify): a
+    /// whole dataset's check can take minutes, and Ctrl-C stops it between slices.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.ds.verify())
-            .map_err(|e| errors::engine(py, e))
+        let ds = &self.ds;
+        // The stores in the order `Dataset::verify` checks them (shard by shard, field
+        // by field), and where each one's records start in one count over all.
+        let mut stores = Vec::new();
+        let mut starts = vec![0u64];
+        for shard in 0..ds.shards() {
+            for field in 0..ds.fields().len() {
+                if let Some(store) = ds.store(shard, field) {
+                    stores.push(store);
+                    starts.push(starts.last().copied().unwrap_or(0) + store.len());
+                }
+            }
+        }
+        let total = starts.last().copied().unwrap_or(0);
+        let n = usize::try_from(total).unwrap_or(usize::MAX);
+        let cost = |k: usize| k as u64 * RECORD_COST;
+        interrupt::run(py, n, cost, interrupt::Plan::read(), |r| {
+            let (lo, hi) = (r.start as u64, r.end as u64);
+            let first = starts.partition_point(|&st| st <= lo).saturating_sub(1);
+            for (k, store) in stores.iter().enumerate().skip(first) {
+                let (a, b) = (starts[k], starts[k + 1]);
+                if a >= hi {
+                    break;
+                }
+                if lo.max(a) < hi.min(b) {
+                    store.verify_range(lo.max(a) - a..hi.min(b) - a)?;
+                }
+            }
+            Ok(())
+        })
+        .map_err(|h| h.into_py(py))
     }
 
     /// Field `name` as an object the loader accepts wherever it accepts a store.
@@ -360,12 +493,13 @@ impl PyDatasetBuilder {
             schema.metadata = metadata;
             parsed.push((name, schema));
         }
-        let builder = py
-            .detach(|| match append {
-                true => DatasetBuilder::append(&path),
-                false => DatasetBuilder::create(&path, parsed, overwrite),
-            })
-            .map_err(|e| errors::engine(py, e))?;
+        // On a thread of its own, so that Ctrl-C need not wait for it (it reads the
+        // current manifest and creates directories; an interrupted one is dropped).
+        let builder = interrupt::wait_for_thread(py, "dataset-builder", move || match append {
+            true => DatasetBuilder::append(&path),
+            false => DatasetBuilder::create(&path, parsed, overwrite),
+        })?
+        .map_err(|e| errors::engine(py, e))?;
         Ok(Self {
             builder: Mutex::new(Some(builder)),
         })
@@ -400,7 +534,27 @@ impl PyDatasetBuilder {
 
     /// Adds the next new shard, whose stores hold `records` records each.
     fn add_shard(&self, py: Python<'_>, records: u64) -> PyResult<()> {
-        self.with(py, |b| py.detach(|| b.add_shard(records)))
+        // Opening and checking the shard's stores runs on a thread of its own, so
+        // that Ctrl-C need not wait for it. The builder leaves its slot meanwhile
+        // (no lock is held while waiting with the GIL released and retaken); after
+        // an interrupt it is dropped with that work, and the builder is closed: an
+        // interrupted write publishes nothing.
+        let builder = self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| errors::closed(py, "the dataset builder"))?;
+        let (builder, result) = interrupt::wait_for_thread(py, "dataset-shard", move || {
+            let mut builder = builder;
+            let result = builder.add_shard(records);
+            (builder, result)
+        })?;
+        *self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(builder);
+        result.map_err(|e| errors::engine(py, e))
     }
 
     /// Publishes the new version atomically; returns its number.

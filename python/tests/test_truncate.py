@@ -1,5 +1,6 @@
 """A store file truncated while it is open raises on every backend that does not map
-the file (pread, uring): it never kills the process with SIGBUS. Each case runs in a
+the file (pread, uring), from every read entry point (indexing, gather, verify, an
+iteration and a Loader under way): it never kills the process with SIGBUS. Each case runs in a
 child process, so a SIGBUS shows as a failed test instead of killing pytest."""
 
 import os
@@ -28,6 +29,13 @@ CHILD = textwrap.dedent(
         s = zring.RaggedStore(path, backend=backend)
     assert s.backend == backend, s.backend
     s[:]  # every record read once, as before the file changes
+    # An iteration and a loader under way when the file changes.
+    it = iter(s)
+    next(it)
+    loader = None
+    if entry == "loader":
+        loader = zring.Loader({"x": [s]}, zring.Sampler(n, 16, "sequential"), workers=2, prefetch=2)
+        next(loader)
     os.truncate(path, 8192)
     try:
         if entry == "slice":
@@ -38,6 +46,13 @@ CHILD = textwrap.dedent(
             s.gather(np.arange(n))
         elif entry == "verify":
             s.verify()
+        elif entry == "iter":
+            for _ in it:
+                pass
+        elif entry == "loader":
+            # Steps prefetched before the cut may still arrive; a later one raises.
+            for _ in range(10 * n):
+                next(loader)
         elif entry == "stats":
             # The table was read into memory at open: stats still answers.
             assert s.stats()["records"] == n
@@ -48,6 +63,9 @@ CHILD = textwrap.dedent(
         assert path in str(e), str(e)
         print("RAISED", type(e).__name__)
         sys.exit(0)
+    finally:
+        if loader is not None:
+            loader.close()
     print("NO ERROR")
     sys.exit(1)
     """
@@ -56,7 +74,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.parametrize("backend", ["pread", "uring"])
 @pytest.mark.parametrize("kind", ["dense", "ragged"])
-@pytest.mark.parametrize("entry", ["slice", "get", "gather", "verify", "stats"])
+@pytest.mark.parametrize("entry", ["slice", "get", "gather", "verify", "stats", "iter", "loader"])
 def test_truncated_store_raises_instead_of_sigbus(tmp_path, backend, kind, entry):
     if kind == "ragged" and entry == "gather":
         entry = "slice"

@@ -269,7 +269,7 @@ fn copy_baseline(
 }
 
 fn check_args(args: &BenchArgs) -> CliResult {
-    let bad = |m: &str| Err(CliError::new(m.to_string()));
+    let bad = |m: &str| Err(CliError::usage(m));
     if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
         return bad("--duration must be a positive number of seconds (at most a day)");
     }

@@ -14,7 +14,7 @@ pub enum Format {
     Png,
 }
 
-/// The format of `path`, or an error saying which extensions work.
+/// The format of `path`, or a usage error (exit status 2) saying which extensions work.
 pub fn check_path(path: &Path) -> CliResult<Format> {
     let ext = path
         .extension()
@@ -24,14 +24,14 @@ pub fn check_path(path: &Path) -> CliResult<Format> {
         Some("svg") => Format::Svg,
         Some("png") => Format::Png,
         _ => {
-            return Err(CliError::new(format!(
+            return Err(CliError::usage(format!(
                 "{}: --plot writes .svg or .png files",
                 path.display()
             )))
         }
     };
     if !cfg!(feature = "plot") {
-        return Err(CliError::new(
+        return Err(CliError::usage(
             "--plot: this zring was built without its `plot` feature",
         ));
     }

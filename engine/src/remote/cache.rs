@@ -50,6 +50,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+use zring_platform::{ForkOnce, InChild};
 
 use crate::error::{Error, InternalError, Result};
 
@@ -144,7 +145,11 @@ impl Tables {
     }
 }
 
-static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Cache>>>> = Mutex::new(None);
+/// The caches open in this process, by root. One registry per fork generation: an
+/// open holds the lock while it scans the cache, and a child forked meanwhile would
+/// wait forever for a thread it does not have; it starts a registry of its own (the
+/// caches it inherited stay usable through the stores holding them).
+static OPEN: ForkOnce<Mutex<HashMap<PathBuf, Weak<Cache>>>> = ForkOnce::new(InChild::Recreate);
 
 impl Cache {
     /// The cache at `opts.dir` (created if needed), shared within the process.
@@ -153,8 +158,10 @@ impl Cache {
         fs::create_dir_all(opts.dir.join(VERSION_DIR)).map_err(|e| io("creating the cache", e))?;
         fs::create_dir_all(opts.dir.join("locks")).map_err(|e| io("creating the cache", e))?;
         let root = fs::canonicalize(&opts.dir).map_err(|e| io("resolving the cache", e))?;
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
-        let map = open.get_or_insert_with(HashMap::new);
+        let mut map = OPEN
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(c) = map.get(&root).and_then(Weak::upgrade) {
             if c.max_bytes == opts.max_bytes && c.chunk_bytes == opts.chunk_bytes.max(1) {
                 return Ok(c);

@@ -4,11 +4,14 @@
 //!
 //! A forked child inherits the runtime's memory but none of its threads: the first
 //! use in a new process builds a new runtime (the parent's is leaked, never dropped:
-//! dropping would wait for threads that do not exist in the child).
+//! dropping would wait for threads that do not exist in the child). No lock is held
+//! while the runtime starts its threads, so a child forked meanwhile (PyTorch's
+//! DataLoader forks while the parent may be in its first read) waits for nothing.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use tokio::runtime::{Builder, Runtime};
+use zring_platform::{ForkOnce, InChild};
 
 use crate::error::{Error, InternalError, Result};
 
@@ -16,22 +19,19 @@ use crate::error::{Error, InternalError, Result};
 /// framing, copying bodies); checksums and decoding run on the calling threads.
 const WORKERS: usize = 2;
 
-static RUNTIME: Mutex<Option<(u32, Arc<Runtime>)>> = Mutex::new(None);
+static RUNTIME: ForkOnce<Arc<Runtime>> = ForkOnce::new(InChild::Recreate);
 
 /// This process's runtime (built on first use, and again after a fork).
 pub(crate) fn get() -> Result<Arc<Runtime>> {
-    let pid = std::process::id();
-    let mut slot = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((owner, rt)) = slot.as_ref() {
-        if *owner == pid {
-            return Ok(rt.clone());
-        }
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt.clone());
     }
-    if let Some((_, inherited)) = slot.take() {
-        // The parent's: its threads are gone in this process.
-        std::mem::forget(inherited);
-    }
-    let rt = Builder::new_multi_thread()
+    // Built outside `get_or_init`, so that a build that fails (no threads to be had)
+    // is an error now and tried again at the next use rather than remembered, and so
+    // that nothing is held while threads start. Threads racing the first use may each
+    // build one: one is kept, the others are shut down without waiting (a blocking
+    // drop would panic inside a caller's own runtime).
+    let built = Builder::new_multi_thread()
         .worker_threads(WORKERS)
         .thread_name("zring-remote")
         .enable_all()
@@ -41,9 +41,14 @@ pub(crate) fn get() -> Result<Arc<Runtime>> {
                 source: Arc::new(e),
             })
         })?;
-    let rt = Arc::new(rt);
-    *slot = Some((pid, rt.clone()));
-    Ok(rt)
+    let built = Arc::new(built);
+    let kept = RUNTIME.get_or_init(|| built.clone()).clone();
+    if !Arc::ptr_eq(&kept, &built) {
+        if let Ok(spare) = Arc::try_unwrap(built) {
+            spare.shutdown_background();
+        }
+    }
+    Ok(kept)
 }
 
 /// Runs `fut` on the runtime and waits for its output on the calling thread (which
