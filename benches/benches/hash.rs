@@ -27,7 +27,10 @@ fn check(name: &str, src: &[u8], len: usize) {
     for (i, s) in src.chunks_exact(len).enumerate() {
         let mut copied = vec![0u8; len];
         copied.copy_from_slice(s);
-        assert!(copied == s, "{name}: record {i}: copy differs from its source");
+        assert!(
+            copied == s,
+            "{name}: record {i}: copy differs from its source"
+        );
         let portable = zring_platform::xxh3_64_portable(s);
         let dispatched = zring_platform::xxh3_64(s);
         assert_eq!(
