@@ -142,9 +142,26 @@ WORK=$(mktemp -d)
 (
   cd "$WORK"
   export PATH="$VENV/bin:$PATH" ZRING_TEST_INSTALLED=1 ZRING_SOURCE_ROOT="$ROOT"
-  python -m pytest -q -p no:cacheprovider "$ROOT/python/tests"
+  # -rs: every skipped test is listed with its reason.
+  python -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests"
 )
 rm -rf "$WORK"
+
+step "python benches once in check mode (tiny data, every output checked, nothing timed)"
+# The benches behind docs/benchmarks.md's Python figures: each checks its outputs
+# against the source records and stops before timing, so a bench that no longer runs
+# or no longer verifies turns CI red. bench_remote uses moto's server (installed
+# with the test requirements), not s3s-fs.
+BENCH_TMP=$(mktemp -d)
+(
+  export PATH="$VENV/bin:$PATH"
+  python python/bench/bench_gather.py --check --dir "$BENCH_TMP/gather"
+  python python/bench/bench_torch.py --check --dir "$BENCH_TMP/torch"
+  python python/bench/profile_torch_batch.py --check --dir "$BENCH_TMP"
+  python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
+  python python/bench/bench_remote.py --check --server moto --dir "$BENCH_TMP/remote"
+)
+rm -rf "$BENCH_TMP"
 
 # --- Python types, docs and supported interpreters ---------------------------------
 # Self-contained: each script takes the python to use and tests the installed zring.

@@ -3,8 +3,8 @@
 //! the OS error, the writer is poisoned, the final path never appears, and the
 //! temporary file is removed when the writer goes away.
 //!
-//! ENOSPC comes from a 1 MiB tmpfs (needs root to mount; skipped with a note
-//! otherwise). EFBIG comes from RLIMIT_FSIZE in a child process (this binary run
+//! ENOSPC comes from a 1 MiB tmpfs (needs root to mount; skipped with a note saying
+//! why otherwise, and failed instead as root on CI, where the mount must work). EFBIG comes from RLIMIT_FSIZE in a child process (this binary run
 //! again with `--exact fsize_child_entry --ignored`), which needs no privileges.
 
 #![cfg(target_os = "linux")]
@@ -25,24 +25,46 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
+    /// Mounts it, or says why not: `None` (the caller skips) where mounting needs a
+    /// privilege this process lacks. As root on CI (`CI` set) a failed mount fails the
+    /// test instead, so the ENOSPC cases cannot stop running there unnoticed.
     fn mount(dir: &Path, size: &str) -> Option<Self> {
-        fs::create_dir_all(dir).ok()?;
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir)
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !ok {
-            println!(
-                "skipping: cannot mount a tmpfs at {} (needs root)",
+        let why = match fs::create_dir_all(dir) {
+            Err(e) => format!("cannot create {}: {e}", dir.display()),
+            Ok(()) => match Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir)
+                .output()
+            {
+                Ok(o) if o.status.success() => {
+                    return Some(Self {
+                        dir: dir.to_path_buf(),
+                    })
+                }
+                Ok(o) => format!(
+                    "mount {}: {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
+                Err(e) => format!("cannot run mount: {e}"),
+            },
+        };
+        // SAFETY: geteuid(2) has no preconditions and cannot fail.
+        let root = unsafe { libc::geteuid() } == 0;
+        let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+        if root && ci {
+            panic!(
+                "cannot mount a tmpfs at {} as root on CI ({why}): the disk-full tests \
+                 would not run",
                 dir.display()
             );
-            return None;
         }
-        Some(Self {
-            dir: dir.to_path_buf(),
-        })
+        println!(
+            "skipping: cannot mount a tmpfs at {} ({why}; needs root; as root with CI \
+             set this fails instead)",
+            dir.display()
+        );
+        None
     }
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use common::{data, fingerprint, Data, Fingerprint};
@@ -171,19 +171,46 @@ fn seek_resumes_exactly_where_an_uninterrupted_run_would_be() {
 fn a_starved_consumer_makes_steps_itself_only_when_allowed() {
     let d = data(100);
     let sampler = Sampler::new(100, 8, Mode::Iid, 1).expect("sampler");
+    let me = std::thread::current().id();
     for helps in [true, false] {
-        // One slow worker: the consumer is always waiting.
+        // Steps made in the consumer's thread, and a wake-up for the worker waiting on
+        // them: the worker's first step stalls until the consumer has made steps of
+        // its own, so the consumer is starved by construction, not by a sleep.
+        let consumer_steps = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let stalled = AtomicBool::new(false);
         let mut l = Loader::with_transform(
             [("dense", vec![d.dense.clone()])],
             sampler.clone(),
-            LoaderOptions::new(1, 3).with_consumer_helps(helps),
-            |step| {
-                std::thread::sleep(Duration::from_millis(10));
-                Ok((step.step, std::thread::current().id()))
+            // Four places: while the worker holds one step, three others fit.
+            LoaderOptions::new(1, 4).with_consumer_helps(helps),
+            move |step| {
+                let (count, changed) = &*consumer_steps;
+                let this = std::thread::current().id();
+                if this == me {
+                    *count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                    changed.notify_all();
+                } else if !stalled.swap(true, Ordering::SeqCst) {
+                    // A helping consumer makes the three steps that fit beside this
+                    // one (the long limit only turns a hang into a failure below). One
+                    // that must not help makes none; the short limit bounds the wait
+                    // for a step that never comes, and a consumer that helped anyway
+                    // would be seen within it.
+                    let (want, limit) = if helps {
+                        (3, Duration::from_secs(300))
+                    } else {
+                        (1, Duration::from_millis(200))
+                    };
+                    let n = count.lock().unwrap_or_else(PoisonError::into_inner);
+                    drop(
+                        changed
+                            .wait_timeout_while(n, limit, |n| *n < want)
+                            .unwrap_or_else(PoisonError::into_inner),
+                    );
+                }
+                Ok((step.step, this))
             },
         )
         .expect("loader");
-        let me = std::thread::current().id();
         let made: Vec<(u64, std::thread::ThreadId)> =
             l.by_ref().take(12).map(|s| s.expect("step").data).collect();
         assert_eq!(

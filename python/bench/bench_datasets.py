@@ -23,6 +23,12 @@ every thread, and the thread's CPU clock with one thread (which the preemption o
 a shared machine does not inflate).
 
     python python/bench/bench_datasets.py --quick             # smoke test
+    python python/bench/bench_datasets.py --check             # tiny, outputs checked, nothing timed (CI)
+
+Checked, whatever the mode: each zring conversion's dataset holds exactly the Parquet
+input's records (right after its child, the output is removed after), and the
+gathers of the dataset and of the single stores equal the generated fields before
+they are timed.
     python python/bench/bench_datasets.py --tokens 100000 200000 --images 10000 20000 \
         --mds-python .venv-mds/bin/python
 """
@@ -131,6 +137,23 @@ def run_child(name, src, dst, kind):
     return elapsed, peak_mib, usage.ru_utime + usage.ru_stime
 
 
+def check_conversion(kind, src, dst):
+    """The dataset a zring contender wrote at `dst` holds the records of `src`."""
+    import pyarrow.parquet as pq
+    import zring
+
+    col = pq.read_table(src).column(0).combine_chunks()
+    ds = zring.open_dataset(dst)
+    assert len(ds) == len(col), f"{dst}: {len(ds)} records, the input has {len(col)}"
+    if kind == "tokens":
+        got = ds.gather(np.arange(len(ds)))[kind]
+        assert np.array_equal(got.cu_seqlens, np.asarray(col.offsets)), f"{dst}: token lengths differ"
+        assert np.array_equal(got.values, col.values.to_numpy()), f"{dst}: token values differ"
+    else:
+        for i in range(len(ds)):
+            assert ds[i][kind] == col[i].as_py(), f"{dst}: image {i} differs"
+
+
 def bench_convert(kind, sizes, work, rounds):
     maker = make_tokens if kind == "tokens" else make_images
     rows = []
@@ -145,6 +168,8 @@ def bench_convert(kind, sizes, work, rounds):
                 for d in (dst, dst + "-cache"):
                     shutil.rmtree(d, ignore_errors=True)
                 results[c].append(run_child(c, src, dst, kind))
+                if c.startswith("zring"):
+                    check_conversion(kind, src, dst)
                 for d in (dst, dst + "-cache"):
                     shutil.rmtree(d, ignore_errors=True)
         os.remove(src)
@@ -165,7 +190,7 @@ def bench_convert(kind, sizes, work, rounds):
     return rows
 
 
-def bench_gather(records, work, seconds, rounds):
+def bench_gather(records, work, seconds, rounds, check_only=False):
     import zring
 
     rng = np.random.default_rng(1)
@@ -189,6 +214,23 @@ def bench_gather(records, work, seconds, rounds):
         w.append(label)
     with zring.DenseWriter(os.path.join(work, "i.zr"), "uint8", (3, 32, 32), overwrite=True) as w:
         w.append(image)
+
+    # Both contenders' output against the generated fields, before any timing.
+    check_ds = zring.open_dataset(path)
+    check_stores = [zring.open(os.path.join(work, f)) for f in ("t.zr", "l.zr", "i.zr")]
+    for _ in range(3):
+        idx = rng.integers(0, records, 256)
+        got = check_ds.gather(idx)
+        single = [st[idx] for st in check_stores]
+        for toks in (got["tokens"], single[0]):
+            assert np.array_equal(toks.values, np.concatenate([tokens[i] for i in idx])), "tokens differ"
+            assert np.array_equal(np.diff(toks.cu_seqlens), lens[idx]), "token lengths differ"
+        for name, want, store_got in (("label", label, single[1]), ("image", image, single[2])):
+            assert np.array_equal(got[name], want[idx]), f"dataset {name} differs"
+            assert np.array_equal(store_got, want[idx]), f"store {name} differs"
+    del check_ds, check_stores
+    if check_only:
+        return []
 
     def measure(dataset, single, clock, seconds):
         """Per-batch times of both contenders on the same indices, alternating batch
@@ -248,11 +290,18 @@ def main():
         "current datasets refuses, so it usually lives in its own virtualenv)",
     )
     p.add_argument("--contenders", nargs="*", default=list(CHILD), choices=list(CHILD))
+    p.add_argument("--check", action="store_true",
+                   help="tiny inputs, zring's conversions and the gathers checked, nothing timed")
     a = p.parse_args()
     PYTHON["mds"] = a.mds_python
     CONTENDERS[:] = a.contenders
     if a.quick:
         a.tokens, a.images, a.gather_records, a.seconds = [5000], [300], 5000, 1.0
+    if a.check:
+        # Only zring's contenders: their output is what is checked (the others need
+        # packages the test environment need not have).
+        a.tokens, a.images, a.gather_records, a.seconds = [2000], [40], 2000, 0.0
+        CONTENDERS[:] = [c for c in CONTENDERS if c.startswith("zring")]
     work = tempfile.mkdtemp(prefix="zring-bench-ds-", dir=a.workdir)
     try:
         if not a.skip_convert:
@@ -261,7 +310,9 @@ def main():
             if a.images:
                 bench_convert("images", a.images, work, a.rounds)
         if a.gather_records:
-            bench_gather(a.gather_records, work, a.seconds, 4)
+            bench_gather(a.gather_records, work, a.seconds, 4, check_only=a.check)
+        if a.check:
+            print("bench_datasets: zring's conversions and every gather equal their source")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -22,6 +22,9 @@ alternating in 4 rounds.
 
     python python/bench/bench_gather.py            # full sizes (~1.4 GB of files)
     python python/bench/bench_gather.py --quick    # small sizes, a smoke test
+    python python/bench/bench_gather.py --check    # tiny sizes, outputs checked, nothing timed (CI)
+
+Every contender's output is checked against the source records before it is timed.
 """
 
 from __future__ import annotations
@@ -153,10 +156,28 @@ def summary(times: np.ndarray, record_bytes: int) -> dict:
     }
 
 
-def bench_workload(name, data, dirpath, seconds, rng) -> dict:
+def check_workload(name, data, store, mm, batches) -> None:
+    """Every contender's batch equals the source records `data[idx]`, and so does the
+    Loader's step (the loader bench's output), before anything is timed."""
+    out = page_aligned_empty((BATCH, *store.item_shape), store.dtype)
+    out_np = page_aligned_empty((BATCH, *store.item_shape), store.dtype)
+    for idx in batches[:3]:
+        want = data[idx.astype(np.int64)]
+        assert np.array_equal(store[idx], want), f"{name}: store[idx] != source"
+        assert np.array_equal(store.gather(idx, out=out), want), f"{name}: gather(out=) != source"
+        assert np.array_equal(out, want), f"{name}: the out= buffer != source"
+        assert np.array_equal(np.take(mm, idx, axis=0, out=out_np), want), f"{name}: npy != source"
+    sampler = zring.Sampler(len(data), BATCH, "iid", seed=3)
+    ref = zring.Sampler(len(data), BATCH, "iid", seed=3)
+    with zring.Loader({"x": [store]}, sampler, workers=2, prefetch=4) as loader:
+        for _ in range(3):
+            (shard,) = next(loader)
+            assert np.array_equal(shard["x"], data[ref.next().astype(np.int64)]), f"{name}: Loader != source"
+
+
+def bench_workload(name, data, dirpath, seconds, rng, check_only=False) -> dict:
     store_path, npy_path = build(dirpath, name, data)
     n, record_bytes = len(data), data[0].nbytes
-    del data
     warm(store_path)
     warm(npy_path)
     store = zring.DenseStore(store_path)
@@ -164,8 +185,10 @@ def bench_workload(name, data, dirpath, seconds, rng) -> dict:
     sampler = zring.Sampler(n, BATCH, zring.Sampler.Mode.IID, seed=int(rng.integers(1 << 31)))
     batches = [sampler.next() for _ in range(64)]
     # Correctness before timing.
-    for idx in batches[:3]:
-        assert np.array_equal(store[idx], mm[idx.astype(np.int64)]), "zring != npy"
+    check_workload(name, data, store, mm, batches)
+    del data
+    if check_only:
+        return {"records": n, "store": store}
     out = page_aligned_empty((BATCH, *store.item_shape), store.dtype)
     out_np = page_aligned_empty((BATCH, *store.item_shape), store.dtype)
 
@@ -262,13 +285,21 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="timed seconds per contender")
     ap.add_argument("--quick", action="store_true", help="small workloads, short timing (smoke test)")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--check", action="store_true", help="tiny workloads: check every output, time nothing")
     args = ap.parse_args()
-    if args.quick:
+    if args.check:
+        n1, n2 = 300, 1_000
+    elif args.quick:
         n1, n2, args.seconds = 300, 4_000, min(args.seconds, 0.3)
     else:
         n1, n2 = 2_000, 200_000
     os.makedirs(args.dir, exist_ok=True)
     rng = np.random.default_rng(42)
+    if args.check:
+        for name, data in (("w1", image_like(n1, rng)), ("w2", zipf_tokens(n2, rng))):
+            bench_workload(name, data, args.dir, 0.0, rng, check_only=True)
+        print("bench_gather: every output equals the source records")
+        return
     report = {"numpy": np.__version__, "cpus": os.cpu_count(), "seconds": args.seconds}
     w1 = bench_workload("w1", image_like(n1, rng), args.dir, args.seconds, rng)
     w2 = bench_workload("w2", zipf_tokens(n2, rng), args.dir, args.seconds, rng)

@@ -30,11 +30,17 @@ zring-dl / npy-dl (target >= 3) and IterableDataset / gather.
 
     python python/bench/bench_torch.py            # full sizes (~0.9 GB under --dir)
     python python/bench/bench_torch.py --quick    # small sizes, a smoke test
+    python python/bench/bench_torch.py --check    # tiny sizes, batches checked, nothing timed (CI)
+
+Before anything is timed, batches of every contender are checked: each record of a
+batch is a whole record of the source (the .npy files written from the generated
+arrays), and the bare gather's batch is exactly the records its indices name.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import time
@@ -92,16 +98,16 @@ def endless(make):
         yield from make()
 
 
-def build(d, quick):
+def build(d, quick, check=False):
     rng = np.random.default_rng(0)
-    n1 = 200 if quick else 2000
+    n1 = 300 if check else 200 if quick else 2000
     images = image_like(n1, rng)
     w1 = os.path.join(d, "w1.zr")
     with zring.DenseWriter(w1, "uint8", (3, 224, 224), codec="raw", overwrite=True) as w:
         w.append(images)
     np.save(os.path.join(d, "w1.npy"), images)
     del images
-    n3 = 20_000 if quick else 200_000
+    n3 = 2_000 if check else 20_000 if quick else 200_000
     lengths = token_lengths(n3, rng)
     offsets = np.zeros(n3 + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -120,6 +126,9 @@ def contenders(d, name):
     n = len(store)
     ds = zt.Dataset({"x": store})
     sampler = zring.Sampler(n, BATCH, "iid", seed=1)
+    ref = zring.Sampler(n, BATCH, "iid", seed=1)
+    # The indices the gather contender draws, for the check: the same sampler's.
+    drawn = [ref.next() for _ in range(2)]
 
     def gather():
         while True:
@@ -145,7 +154,7 @@ def contenders(d, name):
     def iterable():
         return iter(zt.IterableDataset({"x": store}, BATCH, seed=3))
 
-    return {
+    return drawn, {
         "gather": gather(),
         "IterableDataset": iterable(),
         "zring-dl": endless(zring_dl),
@@ -153,6 +162,48 @@ def contenders(d, name):
         "zring-dl-torchsampler": endless(zring_dl_torch),
         "npy-dl": endless(npy),
     }
+
+
+def source_records(d, name) -> list[np.ndarray]:
+    """The records the stores were written from (the .npy files hold the generated
+    arrays as they were)."""
+    if name == "w1":
+        return list(np.load(os.path.join(d, "w1.npy")))
+    values = np.load(os.path.join(d, "w3-values.npy"))
+    offsets = np.load(os.path.join(d, "w3-offsets.npy"))
+    return [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def digest(r: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(r).tobytes(), digest_size=16).digest() + str(r.dtype).encode()
+
+
+def records_of(batch) -> list[np.ndarray]:
+    """The records of a batch as any contender yields it: a tensor, zring's Ragged
+    (values, offsets, shapes), npy-dl's (values, offsets), or a dict of one of them."""
+    if isinstance(batch, dict):
+        (batch,) = batch.values()
+    if isinstance(batch, tuple):
+        values, offsets = batch[0].numpy(), batch[1].numpy()
+        return [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+    return list(batch.numpy())
+
+
+def check(its: dict, source: list[np.ndarray], gather_ids: list[np.ndarray], batches: int = 2) -> None:
+    """Each contender's first `batches` batches hold whole source records only (their
+    indices are the contender's own random draw), and the bare gather's are exactly
+    `source[i]` for the indices it drew."""
+    known = {digest(r) for r in source}
+    for name, it in its.items():
+        for b in range(batches):
+            got = records_of(next(it))
+            assert 0 < len(got) <= BATCH, f"{name}: batch of {len(got)} records"
+            bad = sum(digest(r) not in known for r in got)
+            assert bad == 0, f"{name}: {bad} of {len(got)} records of batch {b} are not source records"
+            if name == "gather":
+                ids = gather_ids[b]
+                assert all(np.array_equal(g, source[i]) for g, i in zip(got, ids, strict=True)), (
+                    f"gather: batch {b} != source[ids]")
 
 
 def run(its: dict, seconds: float, rounds: int) -> dict:
@@ -179,15 +230,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
     a = ap.parse_args()
     if a.quick:
         a.seconds, a.rounds = min(a.seconds, 0.6), 2
     os.makedirs(a.dir, exist_ok=True)
     torch.set_num_threads(1)
-    build(a.dir, a.quick)
+    build(a.dir, a.quick, a.check)
     out = {}
     for name in ("w1", "w3"):
-        rates = run(contenders(a.dir, name), a.seconds, a.rounds)
+        drawn, its = contenders(a.dir, name)
+        check(its, source_records(a.dir, name), drawn)
+        if a.check:
+            print(f"bench_torch {name}: every contender's batches hold source records")
+            continue
+        rates = run(its, a.seconds, a.rounds)
         out[name] = rates
         print(f"{name.upper()} raw, batch {BATCH}:")
         for k, v in rates.items():

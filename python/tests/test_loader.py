@@ -150,7 +150,10 @@ def test_close_joins_blocked_workers_promptly(stores):
     before = threads_now()
     loader = zring.Loader({"image": [img], "label": [lbl]}, zring.Sampler(N, 8, "iid"), workers=3, prefetch=1)
     kept = next(loader)
-    time.sleep(0.2)  # the workers fill the prefetch slot and block on it
+    # The workers fill the prefetch slot and block on it: then every step the loader
+    # lets be alive is (workers + prefetch + 1, the consumer's included), each of two
+    # buffers (image, label). An event, not a sleep that a loaded machine outlasts.
+    wait_for_live(loader, 2 * (3 + 1 + 1))
     assert close_returns(loader)
     assert loader.closed
     with pytest.raises(zring.ClosedError):
