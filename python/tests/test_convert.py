@@ -1,10 +1,13 @@
 """Every converter on small data made here, through the Python functions and the
-``python -m zring convert`` command line."""
+``python -m zring convert`` command line (and the installed ``zring convert``)."""
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +16,20 @@ import zring
 from zring import datasets as zd
 
 
-def run_cli(*args):
+def zring_command():
+    """The installed ``zring`` console script (next to this Python, or on PATH)."""
+    exe = shutil.which("zring", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if exe is None:
+        pytest.fail("the zring command is not installed next to this Python")
+    return exe
+
+
+def run_cli(*args, script=False):
+    """``python -m zring convert ARGS``, or with ``script`` the ``zring convert``
+    console script (which runs the same converter command line)."""
+    command = [zring_command()] if script else [sys.executable, "-m", "zring"]
     return subprocess.run(
-        [sys.executable, "-m", "zring", "convert", *map(str, args), "--no-progress"],
+        [*command, "convert", *map(str, args), "--no-progress"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -146,12 +160,13 @@ def test_npz_and_npy(tmp_path):
     (tmp_path / "npy").mkdir()
     np.save(tmp_path / "npy" / "x.npy", x)
     np.save(tmp_path / "npy" / "y.npy", y)
-    r = run_cli("npy", tmp_path / "npy" / "x.npy", tmp_path / "npy" / "y.npy", tmp_path / "n")
+    r = run_cli("npy", tmp_path / "npy" / "x.npy", tmp_path / "npy" / "y.npy", tmp_path / "n", script=True)
     assert r.returncode == 0, r.stderr
+    assert "200 records" in r.stdout
     ds = zring.open_dataset(tmp_path / "n")
     assert ds.fields == ["x", "y"]
     np.testing.assert_array_equal(ds[:]["x"], x)
-    r = run_cli("npz", tmp_path / "missing.npz", tmp_path / "m")
+    r = run_cli("npz", tmp_path / "missing.npz", tmp_path / "m", script=True)
     assert r.returncode == 1 and "missing.npz" in r.stderr
 
 
