@@ -170,6 +170,19 @@ def test_npz_and_npy(tmp_path):
     assert r.returncode == 1 and "missing.npz" in r.stderr
 
 
+def test_progress_bar_reaches_stderr(tmp_path, capfd):
+    pytest.importorskip("tqdm")
+    zring.write_dataset(tmp_path / "a", {"x": np.arange(500)}, shard_records=100, progress=True)
+    err = capfd.readouterr().err
+    assert "zring" in err and "500/500" in err
+    np.save(tmp_path / "y.npy", np.arange(300))
+    zd.from_npy(tmp_path / "y.npy", tmp_path / "b", progress=True)
+    err = capfd.readouterr().err
+    assert "zring" in err and "300/300" in err
+    zd.from_npy(tmp_path / "y.npy", tmp_path / "c", progress=False)
+    assert "zring" not in capfd.readouterr().err
+
+
 def test_hdf5_dense_ragged_and_strings(tmp_path):
     h5py = pytest.importorskip("h5py")
     with h5py.File(tmp_path / "d.h5", "w") as f:
