@@ -73,7 +73,7 @@ def test_torch_dataset_and_dataloader_batches_equal_gather(ds):
     tds = zt.Dataset(ds)
     assert len(tds) == N
     one = tds[40]
-    assert one["id"].item() == 40 and one["tokens"].tolist() == list(range(40, 45))
+    assert one["id"].item() == 40 and one["tokens"].tolist() == list(range(40, 46))
     sampler = torch.utils.data.BatchSampler(
         torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(0)), 16, False
     )
