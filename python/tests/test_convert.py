@@ -1,10 +1,13 @@
 """Every converter on small data made here, through the Python functions and the
-``python -m zring convert`` command line."""
+``python -m zring convert`` command line (and the installed ``zring convert``)."""
 
 import io
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,9 +16,20 @@ import zring
 from zring import datasets as zd
 
 
-def run_cli(*args):
+def zring_command():
+    """The installed ``zring`` console script (next to this Python, or on PATH)."""
+    exe = shutil.which("zring", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if exe is None:
+        pytest.fail("the zring command is not installed next to this Python")
+    return exe
+
+
+def run_cli(*args, script=False):
+    """``python -m zring convert ARGS``, or with ``script`` the ``zring convert``
+    console script (which runs the same converter command line)."""
+    command = [zring_command()] if script else [sys.executable, "-m", "zring"]
     return subprocess.run(
-        [sys.executable, "-m", "zring", "convert", *map(str, args), "--no-progress"],
+        [*command, "convert", *map(str, args), "--no-progress"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -146,13 +160,50 @@ def test_npz_and_npy(tmp_path):
     (tmp_path / "npy").mkdir()
     np.save(tmp_path / "npy" / "x.npy", x)
     np.save(tmp_path / "npy" / "y.npy", y)
-    r = run_cli("npy", tmp_path / "npy" / "x.npy", tmp_path / "npy" / "y.npy", tmp_path / "n")
+    r = run_cli("npy", tmp_path / "npy" / "x.npy", tmp_path / "npy" / "y.npy", tmp_path / "n", script=True)
     assert r.returncode == 0, r.stderr
+    assert "200 records" in r.stdout
     ds = zring.open_dataset(tmp_path / "n")
     assert ds.fields == ["x", "y"]
     np.testing.assert_array_equal(ds[:]["x"], x)
-    r = run_cli("npz", tmp_path / "missing.npz", tmp_path / "m")
+    r = run_cli("npz", tmp_path / "missing.npz", tmp_path / "m", script=True)
     assert r.returncode == 1 and "missing.npz" in r.stderr
+
+
+def test_npz_members_are_read_in_row_ranges_stored_or_compressed(tmp_path, monkeypatch):
+    """Stored and compressed members alike are read a row range at a time, never
+    whole (``NpzFile.__getitem__`` would read a member whole); a Fortran-ordered
+    array, whose rows are not contiguous, is the exception."""
+    x = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    y = np.arange(1000, dtype=np.int64) * 7
+    f = np.asfortranarray(np.arange(2000, dtype=np.int16).reshape(1000, 2))
+    read_whole = []
+    for save in (np.savez, np.savez_compressed):
+        src = tmp_path / f"{save.__name__}.npz"
+        save(src, x=x, y=y, f=f)
+        with np.load(src) as z:
+            npz_file = type(z)
+        whole = npz_file.__getitem__
+        monkeypatch.setattr(npz_file, "__getitem__", lambda z, k: read_whole.append(k) or whole(z, k))
+        ds = zd.from_npz(src, tmp_path / f"out-{save.__name__}", shard_records=300, batch_records=128)
+        monkeypatch.undo()
+        assert ds.shards == 4 and ds.fields == ["x", "y", "f"]
+        for name, want in {"x": x, "y": y, "f": f}.items():
+            np.testing.assert_array_equal(ds[:][name], want)
+    assert read_whole == ["f", "f"]
+
+
+def test_progress_bar_reaches_stderr(tmp_path, capfd):
+    pytest.importorskip("tqdm")
+    zring.write_dataset(tmp_path / "a", {"x": np.arange(500)}, shard_records=100, progress=True)
+    err = capfd.readouterr().err
+    assert "zring" in err and "500/500" in err
+    np.save(tmp_path / "y.npy", np.arange(300))
+    zd.from_npy(tmp_path / "y.npy", tmp_path / "b", progress=True)
+    err = capfd.readouterr().err
+    assert "zring" in err and "300/300" in err
+    zd.from_npy(tmp_path / "y.npy", tmp_path / "c", progress=False)
+    assert "zring" not in capfd.readouterr().err
 
 
 def test_hdf5_dense_ragged_and_strings(tmp_path):
@@ -232,7 +283,8 @@ RSS_CHILD = """
 import sys
 import zring.datasets as zd
 fmt, src, dst = sys.argv[1:4]
-conv = {"parquet": zd.from_parquet, "arrow": zd.from_arrow, "hf": zd.from_hf, "webdataset": zd.from_webdataset}[fmt]
+conv = {"parquet": zd.from_parquet, "arrow": zd.from_arrow, "hf": zd.from_hf, "webdataset": zd.from_webdataset,
+        "npz": zd.from_npz}[fmt]
 ds = conv(src, dst, codec="raw", workers=2, shard_bytes=4 << 20, progress=False)
 assert len(ds) == int(sys.argv[4]), len(ds)
 with open("/proc/self/status") as f:
@@ -241,11 +293,15 @@ with open("/proc/self/status") as f:
 
 
 def write_rss_input(fmt, path, n):
-    """``n`` records of 64..448 int32 tokens (~1 KiB), in format ``fmt``."""
+    """``n`` records of 64..448 int32 tokens (~1 KiB), in format ``fmt`` (for npz,
+    256 tokens each: an array has one shape)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(0)
+    if fmt == "npz":
+        np.savez(path, tokens=rng.integers(0, 50_000, (n, 256), dtype=np.int32))
+        return str(path)
     lens = rng.integers(64, 449, n)
     offsets = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
     values = rng.integers(0, 50_000, int(offsets[-1]), dtype=np.int32)
@@ -271,13 +327,14 @@ def write_rss_input(fmt, path, n):
     return str(path)
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "arrow", "hf", "webdataset"])
+@pytest.mark.parametrize("fmt", ["parquet", "arrow", "hf", "webdataset", "npz"])
 def test_peak_rss_does_not_grow_with_the_input(tmp_path, fmt):
     """Peak RSS (from the OS, of a child process) of converting 1x and 4x the records:
     the 4x input holds ~120 MiB more data, and the conversion's peak may grow by at
     most a third of that (allocator warm-up, and the opened dataset's tables at 36 B
     per record). It used to grow by half the input (Parquet pre-buffering) or all of
-    it (every batch kept alive by a reference cycle; every tar member listed)."""
+    it (every batch kept alive by a reference cycle; every tar member listed; every
+    .npz array read whole)."""
     pytest.importorskip("pyarrow")  # every input is built with it
     extra = {"hf": "datasets", "webdataset": "webdataset"}.get(fmt)
     if extra:

@@ -5,11 +5,12 @@ workers."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 
-from ._zring import DenseStore, RaggedStore, Sampler, _EpochPlan
+from ._dataset import FieldView
+from ._zring import Sampler, _Dataset, _EpochPlan
 from ._zring import _Store as Store
 from ._zring import open as _open
 
@@ -17,22 +18,38 @@ if TYPE_CHECKING:
     from .types import ModeName
 
 
-def open_fields(fields: Mapping[str, Any]) -> dict[str, DenseStore | RaggedStore]:
-    """``{name: store}`` from ``{name: store or path}``; every store the same length."""
+class DatasetFieldView(FieldView):
+    """Field ``name`` of a dataset where the adapters take a store: ``view[idx]``
+    gathers it through the dataset (``ds.gather(idx, fields=name)[name]``), and
+    :class:`zring.Loader` reads it as the one-view list ``[ds.field(name)]`` (the
+    native field it gathers without Python), which is what iterating it yields.
+    Pickles by the dataset's path and version."""
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.dataset.field(self.name)
+
+
+def open_fields(fields: Mapping[str, Any] | _Dataset) -> dict[str, Any]:
+    """``{name: store or DatasetFieldView}`` from ``{name: store, path or dataset}``
+    (a dataset stands for its field of that name) or from a :class:`zring.Dataset`
+    (every field); every field the same length."""
+    if isinstance(fields, _Dataset):
+        fields = {name: fields for name in fields.fields}
     if not isinstance(fields, Mapping) or not fields:
-        raise TypeError("fields must be a non-empty dict {name: store or path}")
-    out: dict[str, DenseStore | RaggedStore] = {}
+        raise TypeError("fields must be a zring.Dataset or a non-empty dict {name: store, path or dataset}")
+    out: dict[str, Any] = {}
     for name, s in fields.items():
         if not isinstance(name, str):
             raise TypeError(f"field names must be strings, got {name!r}")
-        # Every _Store is a DenseStore or a RaggedStore.
         if isinstance(s, Store):
-            out[name] = cast("DenseStore | RaggedStore", s)
+            out[name] = s
+        elif isinstance(s, _Dataset):
+            out[name] = DatasetFieldView(s, name)
         else:
             out[name] = _open(os.fspath(s))
     lengths = {name: len(s) for name, s in out.items()}
     if len(set(lengths.values())) != 1:
-        raise ValueError(f"the fields' stores hold different numbers of records: {lengths}")
+        raise ValueError(f"the fields hold different numbers of records: {lengths}")
     return out
 
 

@@ -162,12 +162,80 @@ def from_hf(src: Any, dst: str | os.PathLike[str], fields: _Fields = None, *,
 # ---------------------------------------------------------------- arrays
 
 
+class _NpzRows:
+    """A ``.npy`` member of an ``.npz`` file read in row ranges: ``rows[a:b]`` seeks
+    to row ``a`` within the member and reads ``b - a`` rows. write_dataset slices a
+    column in order, so a compressed member is decompressed once, front to back (a
+    seek backwards restarts it), and memory holds one slice, not the array."""
+
+    def __init__(self, f: IO[bytes], shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        self._f = f
+        self._start = f.tell()
+        self.shape, self.dtype = shape, dtype
+        self._row_bytes = dtype.itemsize * int(np.prod(shape[1:], dtype=np.int64))
+
+    @classmethod
+    def open(cls, z: Any, key: str) -> _NpzRows | None:
+        """Array ``key`` of the open ``NpzFile`` ``z``, or None when its rows cannot be
+        read one range at a time (then it is read whole): a Fortran-ordered array of
+        more than one dimension (its rows are not contiguous), a 0-d array, an object
+        array (which ``np.load`` refuses), or a .npy header version other than 1 or 2."""
+        member = f"{key}.npy"
+        if member not in z.zip.namelist():
+            return None
+        f = z.zip.open(member)
+        try:
+            fmt = np.lib.format
+            version = fmt.read_magic(f)
+            read_header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+            if read_header is not None:
+                shape, fortran, dtype = read_header(f)
+                if shape and not (fortran and len(shape) > 1) and not dtype.hasobject:
+                    return cls(f, shape, dtype)
+        except BaseException:
+            f.close()
+            raise
+        f.close()
+        return None
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: slice) -> npt.NDArray[Any]:
+        if not isinstance(key, slice):
+            raise TypeError(f"npz columns are read by row ranges, not {key!r}")
+        a, b, step = key.indices(len(self))
+        if step != 1:
+            raise TypeError("npz columns are read by contiguous row ranges")
+        b = max(a, b)
+        self._f.seek(self._start + a * self._row_bytes)
+        want = (b - a) * self._row_bytes
+        data = self._f.read(want)
+        if len(data) != want:
+            raise ValueError(f"{self._f.name}: the member ends before its {len(self)} rows")
+        return np.frombuffer(data, self.dtype).reshape((b - a, *self.shape[1:]))
+
+    def close(self) -> None:
+        self._f.close()
+
+
 def from_npz(src: str | os.PathLike[str], dst: str | os.PathLike[str], fields: _Fields = None,
              **options: Any) -> Dataset:
-    """The arrays of an ``.npz`` file as fields (one record per row)."""
+    """The arrays of an ``.npz`` file as fields (one record per row), streamed: each
+    array is read in row ranges as the shards are written (stored and compressed
+    members alike), so memory does not grow with the file. A Fortran-ordered array
+    of more than one dimension is read whole (its rows are not contiguous)."""
+    cols: dict[str, Any] = {}
     with np.load(str(src), allow_pickle=False) as z:
-        cols = {k: z[k] for k in z.files}
-    return write_dataset(dst, cols, fields, **options)
+        try:
+            for k in z.files:
+                rows = _NpzRows.open(z, k)
+                cols[k] = z[k] if rows is None else rows
+            return write_dataset(dst, cols, fields, **options)
+        finally:
+            for c in cols.values():
+                if isinstance(c, _NpzRows):
+                    c.close()
 
 
 def from_npy(src: _Src, dst: str | os.PathLike[str], fields: _Fields = None,
