@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -71,6 +71,11 @@ class Dataset(_Dataset):
         """``{name: schema dict}``, in field order."""
         return {s["name"]: s for s in self.schema}
 
+    # One record: arrays, str and bytes values by field. Several: what gather returns.
+    @overload
+    def __getitem__(self, key: RecordIndex) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, key: RecordIndices) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
     def __getitem__(self, key: RecordIndex | RecordIndices) -> dict[str, Any]:
         if isinstance(key, (int, np.integer)):
             out = self.gather(int(key))

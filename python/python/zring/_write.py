@@ -27,6 +27,7 @@ from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 
 if TYPE_CHECKING:
     from ._dataset import Dataset
+    from .types import CodecName
 
 #: What a field's schema may be given as (see :meth:`FieldSpec.parse`).
 FieldSpecLike = Union["FieldSpec", str, Mapping[str, Any]]
@@ -585,7 +586,7 @@ def write_dataset(
     shard_records: int | None = None,
     shard_bytes: int = SHARD_BYTES,
     workers: int | None = None,
-    codec: str = "zstd",
+    codec: CodecName = "zstd",
     level: int = 3,
     append: bool = False,
     overwrite: bool = False,

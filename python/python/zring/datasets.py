@@ -31,6 +31,7 @@ from ._write import write_dataset
 if TYPE_CHECKING:
     from ._dataset import Dataset
     from ._write import FieldSpec, FieldSpecLike
+    from .types import CodecName
 
 #: A source path, or a list of them.
 _Src = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -352,7 +353,7 @@ def from_webdataset(src: _Src, dst: str | os.PathLike[str], *, decode: Any = Non
 # ---------------------------------------------------------------- loaderx-compatible entry point
 
 
-def convert(dataset: Any, output: str | os.PathLike[str], *, codec: str = "zstd", level: int = 3,
+def convert(dataset: Any, output: str | os.PathLike[str], *, codec: CodecName = "zstd", level: int = 3,
             overwrite: bool = False, **options: Any) -> Dataset | dict[str, Dataset]:
     """loaderx-compatible Hugging Face conversion: ``dataset`` (``datasets.Dataset`` or
     ``DatasetDict``) -> a zring dataset at ``output`` (one per split, in

@@ -34,6 +34,7 @@ __all__ = [
     "ArrayInput",
     "Shard",
     "ModeName",
+    "RaggedMode",
 ]
 
 StrPath: TypeAlias = Union[str, PathLike[str]]
@@ -75,3 +76,9 @@ Shard: TypeAlias = dict[str, Union[npt.NDArray[Any], RaggedBatch]]
 
 ModeName: TypeAlias = Literal["sequential", "iid", "cyclic", 0, 1, 2]
 """A sampling mode by name or number (or give a ``Sampler.Mode``)."""
+
+
+RaggedMode: TypeAlias = Literal["offsets", "padded", "nested"]
+"""How ``zring.torch`` hands over ragged fields: ``zring.torch.Ragged`` (values and
+offsets), ``zring.torch.Padded`` (padded to the longest record, with lengths) or a
+nested tensor (jagged layout)."""

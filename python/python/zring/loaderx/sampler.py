@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, SupportsIndex
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["Sampler", "Mode", "SEQUENTIAL", "IID", "CYCLIC", "fill_sequential", "fill_iid", "fill_cyclic"]
 
@@ -271,7 +272,7 @@ class Sampler:
         """Repositions to 0-based ``step`` (``0..2**64-1``)."""
         self._step = _check_u64("step", step, 0)
 
-    def next(self) -> np.ndarray:
+    def next(self) -> npt.NDArray[np.uint64]:
         """The indices of the current step (a view of the reused buffer); advances."""
         if self._step > _U64_MAX:
             raise OverflowError("the sampler is past step 2**64-1")

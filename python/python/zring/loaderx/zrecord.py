@@ -521,11 +521,19 @@ class DenseStore(Dense, Store):
 
     _view_class = DenseView
 
+    if TYPE_CHECKING:
+
+        def bind(self, allocator: Allocator) -> DenseView: ...
+
 
 class RaggedStore(Ragged, Store):
     """An opened ragged store (``Ragged.open``); ``bind`` it to read."""
 
     _view_class = RaggedView
+
+    if TYPE_CHECKING:
+
+        def bind(self, allocator: Allocator) -> RaggedView: ...
 
 
 class DenseWriter(Dense, Writer):
