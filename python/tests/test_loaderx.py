@@ -2,9 +2,9 @@
 
 The examples follow loaderx 2.8's documented usage (create -> append -> close, open
 -> bind -> index, Sampler + Loader, dictionaries, the Hugging Face converter); the
-sampler streams are checked against a scalar implementation written here from the
-published algorithm description (plain Python integers, no NumPy) and against values
-derived by hand.
+sampler streams are checked against draws recorded from loaderx 2.8.19 itself, a
+scalar implementation written here from the published algorithm description (plain
+Python integers, no NumPy) and values derived by hand.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ def ref_sequential(length, batch, step):
 
 
 def ref_iid(length, batch, seed, step):
-    base, threshold, out = mix(seed, 0, 0), ((1 << 64) - length) % length, []
+    threshold, out = ((1 << 64) - length) % length, []
     for i in range(batch):
-        c, r = (step * batch + i) & M64, 0
+        c, r = step * batch + i, 0  # 128 bits: the high half keys the mix
+        base = mix(seed, c >> 64, 0)
         while True:
-            prod = mix(base, c, r) * length
+            prod = mix(base, c & M64, r) * length
             if prod & M64 >= threshold:
                 out.append(prod >> 64)
                 break
@@ -83,6 +84,32 @@ def ref_cyclic(length, batch, seed, step):
 
 REF = {SEQUENTIAL: lambda n, b, s, t: ref_sequential(n, b, t), IID: ref_iid, CYCLIC: ref_cyclic}
 
+# Draws of loaderx 2.8.19's own Sampler (its compiled fills), recorded once as
+# ``(mode, length, batch_size, seed, step, indices)``: the oracle that the streams
+# are loaderx's and not only this file's reading of the algorithm. They cover
+# IID rejection, IID counters past 2^64 (step * batch_size + i >= 2^64), short
+# CYCLIC cycles and lengths and steps near 2^64.
+LOADERX_2_8_19 = [
+    (0, 10, 4, 42, 2, [8, 9, 0, 1]),
+    (0, 3, 5, 0, 0, [0, 1, 2, 0, 1]),
+    (0, 18446744073709551615, 3, 1, 18446744073709551615, [0, 1, 2]),
+    (0, 1000, 7, 9, 9223372036854775813, [691, 692, 693, 694, 695, 696, 697]),
+    (1, 10, 4, 42, 0, [5, 0, 5, 4]),
+    (1, 10, 4, 42, 4611686018427387904, [6, 8, 0, 7]),
+    (1, 10, 3, 42, 6148914691236517205, [7, 6, 8]),
+    (1, 16, 4, 0, 0, [0, 14, 6, 0]),
+    (1, 1099511627779, 4, 123, 1000003, [806408743520, 402596325174, 501511011558, 151053485835]),
+    (1, 9223372036854775809, 4, 7, 5, [3613868457525576341, 2384445835154205198, 6470530483377404422, 4088364962687042628]),
+    (1, 18446744073709551615, 3, 18446744073709551615, 18446744073709551615, [6351769136901897591, 4119719058496281633, 5682326987462169746]),
+    (1, 1000, 5, 9, 9223372036854775813, [596, 444, 757, 498, 561]),
+    (2, 10, 4, 42, 0, [4, 9, 2, 3]),
+    (2, 10, 4, 42, 3, [1, 0, 5, 2]),
+    (2, 3, 8, 0, 1, [2, 0, 1]),
+    (2, 1000, 6, 9, 9223372036854775813, [93, 789, 754, 975, 891, 755]),
+    (2, 1099511627779, 4, 123, 18446744073709551615, [462986809090, 665739895725, 592465006717, 330236653111]),
+    (2, 18446744073709551615, 3, 5, 12345, [1080067277046917475, 1037723188880435459, 14626040586242682499]),
+]
+
 # -- sampler -------------------------------------------------------------------------
 
 
@@ -119,6 +146,14 @@ def test_streams_match_the_algorithm(mode):
         for step in (0, 1, 2, 7, 1_000_003, 2**63 + 5, 2**64 - 1):
             s.seek(step)
             assert s.next().tolist() == REF[mode](length, batch, seed, step), (length, batch, seed, step)
+
+
+@pytest.mark.parametrize("mode,length,batch,seed,step,expected", LOADERX_2_8_19)
+def test_streams_match_recorded_loaderx_draws(mode, length, batch, seed, step, expected):
+    s = Sampler(length, batch_size=batch, mode=mode, seed=seed)
+    s.seek(step)
+    assert s.next().tolist() == expected
+    assert REF[mode](length, batch, seed, step) == expected
 
 
 def test_feistel_half_width():

@@ -6,11 +6,11 @@ exactly (batch ``t`` is a pure function of ``(length, batch_size, seed, t)``):
 
 - ``SEQUENTIAL`` (0): index ``i`` of step ``t`` is ``(t * batch_size + i) mod length``,
   computed exactly (no 64-bit wrap).
-- ``IID`` (1): uniform with replacement. ``base = mix(seed, 0, 0)``; element ``i`` of
-  step ``t`` takes counter ``c = t * batch_size + i`` (mod 2^64) and tries
-  ``x = mix(base, c, r)`` for ``r = 0, 1, ...`` until ``low64(x * length)`` is at least
-  ``(2^64 - length) mod length`` (Lemire's unbiased rejection); the index is
-  ``high64(x * length)``.
+- ``IID`` (1): uniform with replacement. Element ``i`` of step ``t`` takes the
+  128-bit counter ``c = t * batch_size + i``, ``base = mix(seed, high64(c), 0)``, and
+  tries ``x = mix(base, low64(c), r)`` for ``r = 0, 1, ...`` until ``low64(x * length)``
+  is at least ``(2^64 - length) mod length`` (Lemire's unbiased rejection); the index
+  is ``high64(x * length)``.
 - ``CYCLIC`` (2): without replacement, a fresh permutation per cycle. Each cycle
   yields ``floor(length / batch_size)`` full batches (the last ``length mod batch_size``
   positions of that cycle's permutation are dropped; they rotate because the
@@ -110,20 +110,26 @@ def fill_sequential(length: int, batch_size: int, seed: int, step: int, out: np.
 
 def fill_iid(length: int, batch_size: int, seed: int, step: int, out: np.ndarray) -> None:
     """Writes step ``step`` of the IID stream into ``out[:batch_size]``."""
-    base = _mix_scalar(seed, 0, 0)
-    first = np.uint64((step * batch_size) & _U64_MAX)
-    counters = np.arange(batch_size, dtype=np.uint64) + first  # wraps mod 2^64
+    # The counter t * batch_size + i is 128 bits wide: its high half keys the
+    # mixing (mix(seed, high, 0)), its low half is the mixed value. One step's
+    # counters span at most two high halves.
+    first = step * batch_size  # exact, Python ints
+    low0 = np.uint64(first & _U64_MAX)
+    counters = np.arange(batch_size, dtype=np.uint64) + low0  # the low halves (wrap mod 2^64)
+    carried = counters < low0  # past a 2^64 boundary: the next high half
     threshold = np.uint64(((1 << 64) - length) % length)
     dst = out[:batch_size]
-    todo = np.arange(batch_size)
-    rnd = 0
-    while todo.size:
-        x = _mix(base, counters[todo], rnd)
-        hi, lo = _mul_hi_lo(x, length)
-        ok = lo >= threshold
-        dst[todo[ok]] = hi[ok]
-        todo = todo[~ok]
-        rnd += 1
+    for high, group in ((first >> 64, ~carried), ((first >> 64) + 1, carried)):
+        base = _mix_scalar(seed, high, 0)
+        todo = np.flatnonzero(group)
+        rnd = 0
+        while todo.size:
+            x = _mix(base, counters[todo], rnd)
+            hi, lo = _mul_hi_lo(x, length)
+            ok = lo >= threshold
+            dst[todo[ok]] = hi[ok]
+            todo = todo[~ok]
+            rnd += 1
 
 
 def _half_bits(length: int) -> int:
