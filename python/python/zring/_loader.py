@@ -90,8 +90,6 @@ class Loader(_Loader, Generic[_T]):
     [[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 2, 3]]
     """
 
-    # The type parameter is what a step's list holds: a Shard dict without a
-    # transform, else what the transform returns (given by position or keyword).
     @overload
     def __new__(
         cls,
@@ -99,38 +97,12 @@ class Loader(_Loader, Generic[_T]):
         sampler: Sampler | _EpochPlan,
         workers: int = 2,
         prefetch: int = 4,
-        transform: None = None,
+        transform: Callable[[Shard], Any] | None = None,
         ordered: bool = True,
         *,
         pinned: bool = False,
         lookahead_bytes: int | None = None,
-    ) -> Loader[Shard]: ...
-    @overload
-    def __new__(
-        cls,
-        streams: _Streams,
-        sampler: Sampler | _EpochPlan,
-        workers: int,
-        prefetch: int,
-        transform: Callable[[Shard], _T],
-        ordered: bool = True,
-        *,
-        pinned: bool = False,
-        lookahead_bytes: int | None = None,
-    ) -> Loader[_T]: ...
-    @overload
-    def __new__(
-        cls,
-        streams: _Streams,
-        sampler: Sampler | _EpochPlan,
-        workers: int = 2,
-        prefetch: int = 4,
-        *,
-        transform: Callable[[Shard], _T],
-        ordered: bool = True,
-        pinned: bool = False,
-        lookahead_bytes: int | None = None,
-    ) -> Loader[_T]: ...
+    ) -> Self: ...
     @overload
     def __new__(  # type: ignore[misc]  # a custom sampler makes a SamplerLoader
         cls,
@@ -157,6 +129,58 @@ class Loader(_Loader, Generic[_T]):
             return loader
         return super().__new__(cls, streams, sampler, *args, **kwargs)
 
+    # The type parameter is what a step's list holds: a Shard dict without a
+    # transform, else what the transform returns (given by position or keyword).
+    # Type checkers take it from __init__, so the overloads are here.
+    @overload
+    def __init__(
+        self: Loader[Shard],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: None = None,
+        ordered: bool = True,
+        *,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[_T],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int,
+        prefetch: int,
+        transform: Callable[[Shard], _T],
+        ordered: bool = True,
+        *,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[_T],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int = 2,
+        prefetch: int = 4,
+        *,
+        transform: Callable[[Shard], _T],
+        ordered: bool = True,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[Any],
+        streams: Mapping[str, Any] | _Dataset,
+        sampler: IndexSampler,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        ordered: bool = True,
+    ) -> None: ...
     def __init__(self, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> None:
         # The native constructor did the work; remember the loader so that its
         # threads are joined before the interpreter shuts down, and what defines it

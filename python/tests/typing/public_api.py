@@ -77,7 +77,7 @@ def main(directory: str) -> None:
     assert_type(zring.Sampler(10, 2, "iid").step, int)
 
     with zring.Loader({"x": [dense], "t": ragged}, sampler, workers=1) as loader:
-        assert_type(loader, zring.Loader)
+        assert_type(loader, zring.Loader[Shard])
         step = next(loader)
         assert_type(step, list[Shard])
         assert len(step) == 1
