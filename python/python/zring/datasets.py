@@ -358,8 +358,22 @@ def convert(dataset: Any, output: str | os.PathLike[str], *, codec: CodecName = 
     """loaderx-compatible Hugging Face conversion: ``dataset`` (``datasets.Dataset`` or
     ``DatasetDict``) -> a zring dataset at ``output`` (one per split, in
     subdirectories, for a ``DatasetDict``). ``output`` must not exist unless
-    ``overwrite``. Returns the opened dataset (a dict of them for a DatasetDict)."""
-    if codec not in ("raw", "zstd", "zstd-dict"):
+    ``overwrite``. ``options`` go to :func:`zring.write_dataset`. Returns the opened
+    dataset (a dict of them, by split, for a DatasetDict).
+
+    Raises ``FileExistsError`` when ``output`` exists (without ``overwrite``),
+    ``ValueError`` for a codec other than ``"raw"`` or ``"zstd"`` and for columns
+    that cannot be stored, ``ImportError`` without the ``datasets`` package, and
+    what :func:`zring.write_dataset` raises.
+
+    >>> import os, tempfile, datasets, zring
+    >>> hf = datasets.Dataset.from_dict({"label": [0, 1, 1], "text": ["a", "bb", "ccc"]})
+    >>> ds = zring.convert(hf, os.path.join(tempfile.mkdtemp(), "out"))
+    >>> len(ds), ds.fields, ds[1]
+    (3, ['label', 'text'], {'label': array(1), 'text': 'bb'})
+    """
+    # zstd-dict needs a dictionary, which a conversion does not take.
+    if codec not in ("raw", "none", "zstd"):
         raise ValueError(f"codec must be 'raw' or 'zstd', got {codec!r}")
     if Path(output).exists() and not overwrite:
         raise FileExistsError(f"{output} already exists")

@@ -3,6 +3,7 @@
 They are ordinary runtime objects (importable on every supported Python), used by
 the type information of the native module (``_zring.pyi``)::
 
+    import numpy as np
     import numpy.typing as npt
     import zring
     from zring.types import RecordIndices
