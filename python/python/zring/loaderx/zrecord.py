@@ -481,6 +481,14 @@ class _View:
 
 
 class DenseView(_View):
+    """A dense store bound to an allocator (``DenseStore.bind``): ``view[i]`` is one
+    record of ``item_shape``; a tuple, list, range, slice, integer array or mask
+    gives an array ``(n, *item_shape)``; iterating yields the records in order.
+    Raises ``IndexError`` for negative or out-of-range indices, ``TypeError`` for
+    bools and non-integer arrays, ``ZrecordError`` (code -7) for a record that
+    fails its checksum or does not decode, and ``RuntimeError`` once the store is
+    closed."""
+
     __slots__ = ()
 
     @property
@@ -502,6 +510,10 @@ class DenseView(_View):
 
 
 class RaggedView(_View):
+    """A ragged store bound to an allocator (``RaggedStore.bind``): every read is a
+    :class:`RaggedBatch` (``view[i]`` a one-record batch) of the selected records
+    in order. Raises as :class:`DenseView` does."""
+
     __slots__ = ()
 
     @property
