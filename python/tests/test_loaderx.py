@@ -438,6 +438,62 @@ def test_corrupt_store_is_a_zrecord_error(tmp_path):
     assert e.value.code == -8 and "invalid or unsupported zrecord store format" in str(e.value)
 
 
+def test_damaged_record_is_code_7(tmp_path, cpu):
+    data = np.tile(np.arange(256, dtype=np.uint8), (8, 1))
+    make_dense(tmp_path, data, name="z", codec="zstd").close()
+    path = tmp_path / "z"
+    raw = bytearray(path.read_bytes())
+    raw[4096 + 4] ^= 0xFF  # inside record 0's payload, which starts at the first 4 KiB block
+    path.write_bytes(bytes(raw))
+    view = Dense.open(path).bind(cpu)  # the metadata is intact: opening succeeds
+    assert np.array_equal(view[[7]], data[[7]])
+    with pytest.raises(ZrecordError) as e:
+        view[[0]]
+    assert e.value.code == -7 and str(e.value).startswith("stored record failed to decode")
+
+
+def test_failed_dictionary_training_is_code_9():
+    with pytest.raises(ZrecordError) as e:
+        train_dict([np.array([1], np.uint8), np.array([2], np.uint8)])
+    assert e.value.code == -9 and isinstance(e.value, RuntimeError)
+
+
+def test_io_failure_is_code_2(tmp_path):
+    # A directory where a store should be cannot be read as one: an I/O failure
+    # (loaderx's -2), not a missing store.
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "inside").write_bytes(b"")
+    with pytest.raises(ZrecordError) as e:
+        Dense.open(tmp_path / "dir")
+    assert e.value.code == -2
+
+
+def test_an_empty_directory_is_replaced_only_when_the_store_is_published(tmp_path, cpu):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    w = Dense.create(empty, "int32", (), codec="raw")
+    w.append(np.arange(3, dtype=np.int32))
+    assert empty.is_dir()  # still the user's directory while the store is written
+    w.abort()
+    assert empty.is_dir() and not os.listdir(empty)  # an abandoned store leaves it as it was
+    with pytest.raises(KeyError):
+        with Dense.create(empty, "int32", (), codec="raw") as w:
+            raise KeyError("boom")
+    assert empty.is_dir()
+    with Dense.create(empty, "int32", (), codec="raw") as w:
+        w.append(np.arange(3, dtype=np.int32))
+    assert empty.is_file()
+    assert Dense.open(empty).bind(cpu)[[0, 2]].tolist() == [0, 2]
+    # a directory that is no longer empty at publish time is not removed
+    other = tmp_path / "other"
+    other.mkdir()
+    w = Dense.create(other, "int32", (), codec="raw")
+    (other / "late").write_bytes(b"x")
+    with pytest.raises(ZrecordError) as e:
+        w.close()
+    assert e.value.code == -12 and (other / "late").read_bytes() == b"x"
+
+
 def test_dtypes_namespace_and_float8(tmp_path, cpu):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     assert len(dtypes.CATALOG) == 20
@@ -625,7 +681,7 @@ def test_convert_from_hugging_face(tmp_path, cpu):
             {
                 "label": F.ClassLabel(names=["a", "b", "c"]),
                 "x": F.Value("float64"),
-                "tok": F.List(F.Value("int32")),
+                "tok": F.Sequence(F.Value("int32")),
                 "img": F.Array2D((2, 3), "float32"),
                 "boxes": F.Array2D((None, 2), "int16"),
             }
@@ -654,6 +710,9 @@ def test_convert_from_hugging_face(tmp_path, cpu):
         loaderx.convert(ds, tmp_path / "y", "zstd")  # codec is keyword-only
     with pytest.raises(TypeError):
         loaderx.convert(datasets.DatasetDict({"train": ds}), tmp_path / "y", codec="raw")
+    with pytest.raises(TypeError):
+        loaderx.convert(ds.to_iterable_dataset(), tmp_path / "y", codec="raw")  # as in loaderx 2.8
+    assert not (tmp_path / "y").exists()
 
     # a binary column is refused and leaves no output, not even a temporary directory
     bad = datasets.Dataset.from_dict({"ok": [1, 2], "blob": [b"a", b"b"]})

@@ -141,6 +141,9 @@ class _Container:
     def __init__(self, inner: Any, data_shards: int, _internal: bool = False) -> None:
         self._inner: Any = inner
         self._data_shards = data_shards
+        # A writer created over an empty directory: the directory it replaces
+        # when it publishes (and leaves in place if it never does).
+        self._empty_dir: str | None = None
 
     def _live(self) -> Any:
         if self._inner is None:
@@ -255,6 +258,8 @@ class Writer(_Container):
         """Publishes the store (idempotent)."""
         if self._inner is not None:
             inner, self._inner = self._inner, None
+            if self._empty_dir is not None:
+                _take_empty_dir(self._empty_dir, inner)
             with translated(codec_code=OUT_OF_MEMORY):
                 inner.close()
 
@@ -274,9 +279,25 @@ class Writer(_Container):
         return False
 
 
+def _take_empty_dir(path: str, inner: Any) -> None:
+    """Removes the empty directory a writer was created over, just before the
+    writer publishes its file there; discards the writer (-12) if something else
+    took the path meanwhile."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        if not os.path.lexists(path):
+            return  # gone already (a dangling link is something else's)
+        inner.abort()
+        raise ZrecordError(-12, f"{path} was replaced while the store was written") from None
+    except OSError as e:  # no longer empty, or no longer a directory
+        inner.abort()
+        raise ZrecordError(-12, f"{path} was replaced while the store was written") from e
+
+
 def _check_create_args(
     path: StrPath, codec: str, data_shards: SupportsIndex, dict_bytes: bytes | None
-) -> tuple[str, str, int, bytes | None]:
+) -> tuple[str, str, int, bytes | None, bool]:
     if codec not in CODECS:
         if codec == "zstd-dict":
             codec = "zstd_dict"
@@ -292,12 +313,13 @@ def _check_create_args(
     elif dict_bytes is not None:
         raise ValueError(f"dict_bytes is only valid with codec 'zstd_dict', not {codec!r}")
     path = str(os.fspath(path))
-    # loaderx creates a store inside an empty directory; a zring store is one file.
-    if os.path.isdir(path):
-        if os.listdir(path):
-            raise ZrecordError(-12, f"{path} is a non-empty directory")
-        os.rmdir(path)
-    return path, CODECS[codec], shards, dict_bytes
+    # loaderx creates a store inside an empty directory; a zring store is one file,
+    # which replaces the directory when it is published (the directory stays until
+    # then, and stays for good if the store is never published).
+    over_empty_dir = os.path.isdir(path) and not os.path.islink(path)
+    if over_empty_dir and os.listdir(path):
+        raise ZrecordError(-12, f"{path} is a non-empty directory")
+    return path, CODECS[codec], shards, dict_bytes, over_empty_dir
 
 
 def _create(
@@ -312,13 +334,18 @@ def _create(
 ) -> _W:
     """A writer, once every argument is checked (before anything touches the disk)."""
     name = dtypes.canonical(dtype)
-    path, zcodec, shards, dict_bytes = _check_create_args(path, codec, data_shards, dict_bytes)
+    path, zcodec, shards, dict_bytes, over_empty_dir = _check_create_args(path, codec, data_shards, dict_bytes)
     with translated(codec_code=OUT_OF_MEMORY):
+        # overwrite: the engine would refuse the existing (empty) directory; close()
+        # removes it just before publishing.
         inner = zring_writer(
             path, name, geometry, codec=zcodec, level=_ZSTD_LEVEL, dict_bytes=dict_bytes,
-            metadata={_SHARDS_KEY: str(shards)},
+            overwrite=over_empty_dir, metadata={_SHARDS_KEY: str(shards)},
         )
-    return writer_class(inner, shards, _internal=True)
+    writer = writer_class(inner, shards, _internal=True)
+    if over_empty_dir:
+        writer._empty_dir = path
+    return writer
 
 
 def _open(path: StrPath, zring_store: Any, store_class: type[_S]) -> _S:
