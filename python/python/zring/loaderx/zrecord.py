@@ -446,17 +446,22 @@ class Ragged:
 class _View:
     """A store bound to an allocator: every read form of loaderx."""
 
-    __slots__ = ("_store", "allocator", "_classes")
+    __slots__ = ("_store", "_allocator", "_classes")
 
     def __init__(self, store: Store, allocator: Allocator) -> None:
         self._store = store
-        self.allocator = allocator
+        self._allocator = allocator
         self._classes: deque[int] = deque(maxlen=64)
 
     @property
     def store(self) -> Store:
         """The store this view reads."""
         return self._store
+
+    @property
+    def allocator(self) -> Allocator:
+        """The allocator the view was bound to."""
+        return self._allocator
 
     def _inner(self) -> Any:
         return self._store._live()
