@@ -561,9 +561,18 @@ def test_loader_shards_and_transform(tmp_path, cpu):
     labels = np.arange(40, dtype=np.int64)
     store = make_dense(tmp_path, labels)
     views = [store.bind(cpu), store.bind(cpu)]
-    with Loader({"y": views}, Sampler(40, 8, SEQUENTIAL), workers=0, transform=lambda d: {"y": d["y"] * 10}) as loader:
+    calls = []
+
+    def collate(shards):
+        # loaderx 2.8.19: the transform is the collate step, given the complete
+        # shard list once per step; its result is delivered unchanged.
+        calls.append(len(shards))
+        return {"y": np.stack([s["y"] * 10 for s in shards])}
+
+    with Loader({"y": views}, Sampler(40, 8, SEQUENTIAL), workers=0, transform=collate) as loader:
         first = next(loader)
-        assert [s["y"].tolist() for s in first] == [[0, 10, 20, 30], [40, 50, 60, 70]]
+        assert first["y"].tolist() == [[0, 10, 20, 30], [40, 50, 60, 70]]
+        assert calls == [2]
     with Loader({"y": views}, Sampler(40, 7, SEQUENTIAL)) as loader:
         with pytest.raises(ValueError, match="equal"):
             next(loader)  # 7 indices cannot be split over 2 placements
