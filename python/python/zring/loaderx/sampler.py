@@ -215,7 +215,7 @@ _FILL: dict[Mode, _Fill] = {Mode.SEQUENTIAL: fill_sequential, Mode.IID: fill_iid
 class Sampler:
     """``Sampler(length, batch_size, mode, seed=42)``: loaderx 2.8's endless sampler.
 
-    ``next()`` returns a uint64 view of one reusable buffer (the same object every
+    ``next()`` (and iteration) returns a uint64 view of one reusable buffer (the same object every
     call, valid until the next draw) holding ``batch_size`` indices, or
     ``min(length, batch_size)`` in CYCLIC mode, and advances ``step``;
     ``seek(step)`` moves to any step in O(1). Arguments go through
@@ -285,6 +285,13 @@ class Sampler:
         self._fill(self._length, self._batch_size, self._seed, self._step, self._buffer)
         self._step += 1
         return self._view
+
+    def __iter__(self) -> Sampler:
+        """The sampler itself: iterating draws ``next()`` forever (the sampler is endless)."""
+        return self
+
+    def __next__(self) -> npt.NDArray[np.uint64]:
+        return self.next()
 
     def __repr__(self) -> str:
         return (
