@@ -690,3 +690,46 @@ def test_sampler_iteration():
     expected = Sampler(100, 8, Sampler.Mode.IID, seed=5)
     for step, indices in zip(range(3), sampler):
         assert np.array_equal(indices, expected.next())
+
+
+# -- Module layout and the earlier spelling ---------------------------------------------------------
+
+
+def test_module_paths_and_both_spellings():
+    import zring.loaderx as loaderx
+    from zring.loaderx.allocator import Allocator as A
+    from zring.loaderx.converter import convert
+    from zring.loaderx.dataloader import Loader as L
+    from zring.loaderx.zrecord import Dense, Ragged
+
+    assert A is Allocator and L is Loader and convert is loaderx.convert
+    assert loaderx.DenseWriter is DenseWriter and loaderx.RaggedStore is RaggedStore
+
+    # Dense.create / Dense.open (earlier 2.8 releases) make the same objects.
+    with Dense.create("a", dtypes.int64, (), codec="raw") as w:
+        assert type(w) is DenseWriter
+        w.append(np.arange(4, dtype=np.int64))
+    with Ragged.create("r", dtypes.int32, 1, codec="raw") as rw:
+        assert type(rw) is RaggedWriter
+        rw.append(RaggedBatch.from_records([np.arange(2, dtype=np.int32)]))
+    with Dense.open("a") as store, Ragged.open("r") as rstore, DenseStore("a") as again:
+        assert type(store) is DenseStore and type(rstore) is RaggedStore
+        with Allocator("cpu") as allocator:
+            assert store.bind(allocator)[:].tolist() == again.bind(allocator)[:].tolist() == [0, 1, 2, 3]
+    with pytest.raises(TypeError):
+        Dense()
+
+
+def test_store_close_invalidates_views():
+    with DenseWriter("d", dtypes.int8, (2,), codec="raw") as w:
+        w.append(np.zeros((3, 2), np.int8))
+    allocator = Allocator("cpu")
+    store = DenseStore("d")
+    view = store.bind(allocator)
+    kept = view[:]
+    store.close()
+    with pytest.raises(RuntimeError):
+        view[0]
+    assert kept.shape == (3, 2)  # batches already read stay valid
+    with pytest.raises(FileNotFoundError):
+        DenseStore("missing")
