@@ -17,21 +17,26 @@ use crate::store::{check_out, open, StoreBase};
 
 /// A store of fixed-shape records, opened for reading.
 ///
-/// `DenseStore(path, *, backend="auto", verify_checksums=True, threads=0)`
+/// `DenseStore(path, *, backend="auto", verify_checksums=True, threads=0, remote=None)`
 ///
-/// - `path`: the store file (`str` or `os.PathLike`).
+/// - `path`: the store file (`str` or `os.PathLike`), or a URL (`s3://bucket/key`,
+///   `gs://`, `az://`, `http(s)://`, `file://`) read through the remote path.
 /// - `backend`: how records are read: `"auto"` (zring chooses per store), `"mmap"`,
 ///   `"pread"` or `"uring"` (io_uring; falls back to `pread` where unavailable).
 /// - `verify_checksums`: check each record's checksum as it is read (on by
 ///   default; `False` skips the check for speed).
 /// - `threads`: threads a large gather is split over (`0`: zring's default).
+/// - `remote`: for a URL, a dict of remote read options (credentials, region,
+///   endpoint, cache; docs/remote.md lists them); `None` takes them from the
+///   environment.
 ///
 /// `store[i]` is one record (shape `item_shape`; negative `i` counts from the end),
 /// `store[idx]` a batch `(len(idx), *item_shape)` for a slice, list, integer array
 /// (any shape) or boolean mask; both are NumPy arrays over engine-owned memory
 /// (no copy). `store[i, ...]` indexes further into the records as NumPy does.
 ///
-/// Raises `StoreNotFoundError`/`ZringOSError` when the file cannot be opened,
+/// Raises `StoreNotFoundError`/`ZringOSError` when the file (or the URL's object)
+/// cannot be opened,
 /// `CorruptStoreError` or `UnsupportedFormatError` for a file that is not a valid
 /// store, `SchemaError` for a ragged store (open it with `RaggedStore` or
 /// `zring.open`), `ValueError` for an unknown backend. Reads raise `ZringIndexError`

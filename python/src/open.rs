@@ -14,9 +14,10 @@ use crate::store::{open, unpickled, StoreBase};
 /// Opens the store at `path` as a `DenseStore` or a `RaggedStore`, whichever the
 /// file holds.
 ///
-/// `open(path, *, backend="auto", verify_checksums=True, threads=0)` takes the
-/// arguments of `DenseStore` and raises its errors (but never `SchemaError` for the
-/// layout).
+/// `open(path, *, backend="auto", verify_checksums=True, threads=0, remote=None)`
+/// takes the arguments of `DenseStore` (`path` may be a URL such as
+/// `s3://bucket/key`, read with the `remote` options) and raises its errors (but
+/// never `SchemaError` for the layout).
 ///
 /// >>> import os, tempfile, numpy as np, zring
 /// >>> path = os.path.join(tempfile.mkdtemp(), "labels.zr")

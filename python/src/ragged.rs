@@ -20,9 +20,10 @@ use crate::store::{batch_class, check_out, open, StoreBase};
 
 /// A store of variable-shape records of `ndim` dimensions, opened for reading.
 ///
-/// `RaggedStore(path, *, backend="auto", verify_checksums=True, threads=0)` takes
-/// the same arguments as `DenseStore` and raises the same errors (`SchemaError` for
-/// a dense store).
+/// `RaggedStore(path, *, backend="auto", verify_checksums=True, threads=0,
+/// remote=None)` takes the same arguments as `DenseStore` (`path` may be a URL, read
+/// with the `remote` options) and raises the same errors (`SchemaError` for a dense
+/// store).
 ///
 /// `store[i]` is one record (an array of its own shape; negative `i` counts from
 /// the end); `store[idx]` for a slice, list, 1-D integer array or boolean mask is a

@@ -1,11 +1,12 @@
 """The Python examples of the docs, for ``mypy --strict``.
 
-In README.md and docs/python.md, torch.md and jax.md, a ```` ```python ```` block
-right after a ``<!-- run -->`` line is an example that tests/test_docs.py runs (a
-page's marked blocks in order, in one directory) and scripts/typecheck.sh
-type-checks; unmarked blocks are fragments. Every Python block of docs/datasets.md
-and docs/ray.md is an example (their own tests, test_docs_datasets.py and
-test_docs_ray.py, run them all).
+In README.md and docs/python.md, torch.md, jax.md and loaderx.md, a
+```` ```python ```` block right after a ``<!-- run -->`` line (or a
+``<!-- run: save NAME -->`` line, a script that a later block runs) is an example
+that tests/test_docs.py runs (a page's marked blocks in order, in one directory)
+and scripts/typecheck.sh type-checks; unmarked blocks are fragments. Every Python
+block of docs/datasets.md and docs/ray.md is an example (their own tests,
+test_docs_datasets.py and test_docs_ray.py, run them all).
 
 ``python doc_examples.py DIR`` writes each example to ``DIR/<doc>_<n>.py``.
 """
@@ -17,13 +18,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-_BLOCK = re.compile(r"^<!-- run -->\n```python[^\n]*\n(.*?)^```", re.S | re.M)
+# ``<!-- run: save NAME -->`` blocks (a script the page runs later, such as
+# torch.md's ddp_train.py under torchrun) are examples too.
+_BLOCK = re.compile(r"^<!-- run(?:: save \S+)? -->\n```python[^\n]*\n(.*?)^```", re.S | re.M)
 _ANY_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 
 def examples() -> list[tuple[str, str]]:
     """``(name, code)`` of every runnable example, in document order."""
-    marked = [ROOT / "README.md"] + [ROOT / "docs" / f"{p}.md" for p in ("python", "torch", "jax")]
+    marked = [ROOT / "README.md"] + [ROOT / "docs" / f"{p}.md" for p in ("python", "torch", "jax", "loaderx")]
     every = [ROOT / "docs" / f"{p}.md" for p in ("datasets", "ray")]
     found = []
     for docs, block in ((marked, _BLOCK), (every, _ANY_BLOCK)):

@@ -19,6 +19,7 @@ PAGES = {
     "docs/python.md": [],
     "docs/torch.md": ["torch"],
     "docs/jax.md": ["jax"],
+    "docs/loaderx.md": [],
 }
 
 

@@ -2,9 +2,9 @@
 
 The examples follow loaderx 2.8's documented usage (create -> append -> close, open
 -> bind -> index, Sampler + Loader, dictionaries, the Hugging Face converter); the
-sampler streams are checked against a scalar implementation written here from the
-published algorithm description (plain Python integers, no NumPy) and against values
-derived by hand.
+sampler streams are checked against draws recorded from loaderx 2.8.19 itself, a
+scalar implementation written here from the published algorithm description (plain
+Python integers, no NumPy) and values derived by hand.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ def ref_sequential(length, batch, step):
 
 
 def ref_iid(length, batch, seed, step):
-    base, threshold, out = mix(seed, 0, 0), ((1 << 64) - length) % length, []
+    threshold, out = ((1 << 64) - length) % length, []
     for i in range(batch):
-        c, r = (step * batch + i) & M64, 0
+        c, r = step * batch + i, 0  # 128 bits: the high half keys the mix
+        base = mix(seed, c >> 64, 0)
         while True:
-            prod = mix(base, c, r) * length
+            prod = mix(base, c & M64, r) * length
             if prod & M64 >= threshold:
                 out.append(prod >> 64)
                 break
@@ -83,6 +84,32 @@ def ref_cyclic(length, batch, seed, step):
 
 REF = {SEQUENTIAL: lambda n, b, s, t: ref_sequential(n, b, t), IID: ref_iid, CYCLIC: ref_cyclic}
 
+# Draws of loaderx 2.8.19's own Sampler (its compiled fills), recorded once as
+# ``(mode, length, batch_size, seed, step, indices)``: the oracle that the streams
+# are loaderx's and not only this file's reading of the algorithm. They cover
+# IID rejection, IID counters past 2^64 (step * batch_size + i >= 2^64), short
+# CYCLIC cycles and lengths and steps near 2^64.
+LOADERX_2_8_19 = [
+    (0, 10, 4, 42, 2, [8, 9, 0, 1]),
+    (0, 3, 5, 0, 0, [0, 1, 2, 0, 1]),
+    (0, 18446744073709551615, 3, 1, 18446744073709551615, [0, 1, 2]),
+    (0, 1000, 7, 9, 9223372036854775813, [691, 692, 693, 694, 695, 696, 697]),
+    (1, 10, 4, 42, 0, [5, 0, 5, 4]),
+    (1, 10, 4, 42, 4611686018427387904, [6, 8, 0, 7]),
+    (1, 10, 3, 42, 6148914691236517205, [7, 6, 8]),
+    (1, 16, 4, 0, 0, [0, 14, 6, 0]),
+    (1, 1099511627779, 4, 123, 1000003, [806408743520, 402596325174, 501511011558, 151053485835]),
+    (1, 9223372036854775809, 4, 7, 5, [3613868457525576341, 2384445835154205198, 6470530483377404422, 4088364962687042628]),
+    (1, 18446744073709551615, 3, 18446744073709551615, 18446744073709551615, [6351769136901897591, 4119719058496281633, 5682326987462169746]),
+    (1, 1000, 5, 9, 9223372036854775813, [596, 444, 757, 498, 561]),
+    (2, 10, 4, 42, 0, [4, 9, 2, 3]),
+    (2, 10, 4, 42, 3, [1, 0, 5, 2]),
+    (2, 3, 8, 0, 1, [2, 0, 1]),
+    (2, 1000, 6, 9, 9223372036854775813, [93, 789, 754, 975, 891, 755]),
+    (2, 1099511627779, 4, 123, 18446744073709551615, [462986809090, 665739895725, 592465006717, 330236653111]),
+    (2, 18446744073709551615, 3, 5, 12345, [1080067277046917475, 1037723188880435459, 14626040586242682499]),
+]
+
 # -- sampler -------------------------------------------------------------------------
 
 
@@ -119,6 +146,14 @@ def test_streams_match_the_algorithm(mode):
         for step in (0, 1, 2, 7, 1_000_003, 2**63 + 5, 2**64 - 1):
             s.seek(step)
             assert s.next().tolist() == REF[mode](length, batch, seed, step), (length, batch, seed, step)
+
+
+@pytest.mark.parametrize("mode,length,batch,seed,step,expected", LOADERX_2_8_19)
+def test_streams_match_recorded_loaderx_draws(mode, length, batch, seed, step, expected):
+    s = Sampler(length, batch_size=batch, mode=mode, seed=seed)
+    s.seek(step)
+    assert s.next().tolist() == expected
+    assert REF[mode](length, batch, seed, step) == expected
 
 
 def test_feistel_half_width():
@@ -403,6 +438,62 @@ def test_corrupt_store_is_a_zrecord_error(tmp_path):
     assert e.value.code == -8 and "invalid or unsupported zrecord store format" in str(e.value)
 
 
+def test_damaged_record_is_code_7(tmp_path, cpu):
+    data = np.tile(np.arange(256, dtype=np.uint8), (8, 1))
+    make_dense(tmp_path, data, name="z", codec="zstd").close()
+    path = tmp_path / "z"
+    raw = bytearray(path.read_bytes())
+    raw[4096 + 4] ^= 0xFF  # inside record 0's payload, which starts at the first 4 KiB block
+    path.write_bytes(bytes(raw))
+    view = Dense.open(path).bind(cpu)  # the metadata is intact: opening succeeds
+    assert np.array_equal(view[[7]], data[[7]])
+    with pytest.raises(ZrecordError) as e:
+        view[[0]]
+    assert e.value.code == -7 and str(e.value).startswith("stored record failed to decode")
+
+
+def test_failed_dictionary_training_is_code_9():
+    with pytest.raises(ZrecordError) as e:
+        train_dict([np.array([1], np.uint8), np.array([2], np.uint8)])
+    assert e.value.code == -9 and isinstance(e.value, RuntimeError)
+
+
+def test_io_failure_is_code_2(tmp_path):
+    # A directory where a store should be cannot be read as one: an I/O failure
+    # (loaderx's -2), not a missing store.
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "inside").write_bytes(b"")
+    with pytest.raises(ZrecordError) as e:
+        Dense.open(tmp_path / "dir")
+    assert e.value.code == -2
+
+
+def test_an_empty_directory_is_replaced_only_when_the_store_is_published(tmp_path, cpu):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    w = Dense.create(empty, "int32", (), codec="raw")
+    w.append(np.arange(3, dtype=np.int32))
+    assert empty.is_dir()  # still the user's directory while the store is written
+    w.abort()
+    assert empty.is_dir() and not os.listdir(empty)  # an abandoned store leaves it as it was
+    with pytest.raises(KeyError):
+        with Dense.create(empty, "int32", (), codec="raw") as w:
+            raise KeyError("boom")
+    assert empty.is_dir()
+    with Dense.create(empty, "int32", (), codec="raw") as w:
+        w.append(np.arange(3, dtype=np.int32))
+    assert empty.is_file()
+    assert Dense.open(empty).bind(cpu)[[0, 2]].tolist() == [0, 2]
+    # a directory that is no longer empty at publish time is not removed
+    other = tmp_path / "other"
+    other.mkdir()
+    w = Dense.create(other, "int32", (), codec="raw")
+    (other / "late").write_bytes(b"x")
+    with pytest.raises(ZrecordError) as e:
+        w.close()
+    assert e.value.code == -12 and (other / "late").read_bytes() == b"x"
+
+
 def test_dtypes_namespace_and_float8(tmp_path, cpu):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     assert len(dtypes.CATALOG) == 20
@@ -470,9 +561,18 @@ def test_loader_shards_and_transform(tmp_path, cpu):
     labels = np.arange(40, dtype=np.int64)
     store = make_dense(tmp_path, labels)
     views = [store.bind(cpu), store.bind(cpu)]
-    with Loader({"y": views}, Sampler(40, 8, SEQUENTIAL), workers=0, transform=lambda d: {"y": d["y"] * 10}) as loader:
+    calls = []
+
+    def collate(shards):
+        # loaderx 2.8.19: the transform is the collate step, given the complete
+        # shard list once per step; its result is delivered unchanged.
+        calls.append(len(shards))
+        return {"y": np.stack([s["y"] * 10 for s in shards])}
+
+    with Loader({"y": views}, Sampler(40, 8, SEQUENTIAL), workers=0, transform=collate) as loader:
         first = next(loader)
-        assert [s["y"].tolist() for s in first] == [[0, 10, 20, 30], [40, 50, 60, 70]]
+        assert first["y"].tolist() == [[0, 10, 20, 30], [40, 50, 60, 70]]
+        assert calls == [2]
     with Loader({"y": views}, Sampler(40, 7, SEQUENTIAL)) as loader:
         with pytest.raises(ValueError, match="equal"):
             next(loader)  # 7 indices cannot be split over 2 placements
@@ -590,7 +690,7 @@ def test_convert_from_hugging_face(tmp_path, cpu):
             {
                 "label": F.ClassLabel(names=["a", "b", "c"]),
                 "x": F.Value("float64"),
-                "tok": F.List(F.Value("int32")),
+                "tok": F.Sequence(F.Value("int32")),
                 "img": F.Array2D((2, 3), "float32"),
                 "boxes": F.Array2D((None, 2), "int16"),
             }
@@ -619,6 +719,9 @@ def test_convert_from_hugging_face(tmp_path, cpu):
         loaderx.convert(ds, tmp_path / "y", "zstd")  # codec is keyword-only
     with pytest.raises(TypeError):
         loaderx.convert(datasets.DatasetDict({"train": ds}), tmp_path / "y", codec="raw")
+    with pytest.raises(TypeError):
+        loaderx.convert(ds.to_iterable_dataset(), tmp_path / "y", codec="raw")  # as in loaderx 2.8
+    assert not (tmp_path / "y").exists()
 
     # a binary column is refused and leaves no output, not even a temporary directory
     bad = datasets.Dataset.from_dict({"ok": [1, 2], "blob": [b"a", b"b"]})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,23 @@ class Dataset(_Dataset):
       writer keeps reading what it opened, and pickles by path and version.
     - ``to_arrow(idx=None)``, ``to_parquet(path, idx=None)``, ``to_hf(idx=None)``
       export records (all, or a selection) back to Arrow, Parquet and Hugging Face.
+
+    Raises ``StoreNotFoundError`` (a ``FileNotFoundError``) when ``path`` holds no
+    dataset (or not ``version``), ``CorruptStoreError`` for a damaged manifest or
+    store, ``ValueError`` for an unknown ``backend``; reads raise
+    ``ZringIndexError`` for records outside the dataset and ``KeyError`` for an
+    unknown field.
+
+    >>> import os, tempfile, numpy as np, zring
+    >>> path = os.path.join(tempfile.mkdtemp(), "points")
+    >>> _ = zring.write_dataset(path, {"xy": np.arange(8.0).reshape(4, 2), "name": ["a", "b", "c", "d"]})
+    >>> ds = zring.Dataset(path)
+    >>> len(ds), ds.fields
+    (4, ['xy', 'name'])
+    >>> ds[2]
+    {'xy': array([4., 5.]), 'name': 'c'}
+    >>> ds.gather([3, 0], fields="xy")["xy"].tolist()
+    [[6.0, 7.0], [0.0, 1.0]]
     """
 
     def __init__(
@@ -71,6 +88,11 @@ class Dataset(_Dataset):
         """``{name: schema dict}``, in field order."""
         return {s["name"]: s for s in self.schema}
 
+    # One record: arrays, str and bytes values by field. Several: what gather returns.
+    @overload
+    def __getitem__(self, key: RecordIndex) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, key: RecordIndices) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
     def __getitem__(self, key: RecordIndex | RecordIndices) -> dict[str, Any]:
         if isinstance(key, (int, np.integer)):
             out = self.gather(int(key))
@@ -169,7 +191,19 @@ def open_dataset(
 ) -> Dataset:
     """Opens the zring dataset in directory ``path`` (its current manifest, or exactly
     ``version``); ``path`` may be a URL (``s3://bucket/prefix``, ...), read with the
-    ``remote`` options (docs/remote.md). See :class:`Dataset`."""
+    ``remote`` options (docs/remote.md). See :class:`Dataset`.
+
+    Raises ``StoreNotFoundError`` (a ``FileNotFoundError``) when ``path`` holds no
+    dataset (or not ``version``), ``CorruptStoreError`` for a damaged manifest or
+    store, ``ValueError`` for an unknown ``backend``.
+
+    >>> import os, tempfile, numpy as np, zring
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels")
+    >>> _ = zring.write_dataset(path, {"label": np.array([3, 1, 4])})
+    >>> ds = zring.open_dataset(path)
+    >>> ds.version, ds.gather([0, 2])["label"].tolist()
+    (1, [3, 4])
+    """
     return Dataset(
         path,
         version=version,

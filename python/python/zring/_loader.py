@@ -6,7 +6,7 @@ import atexit
 import copy
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ._sampler_loader import IndexSampler, SamplerLoader
 from ._zring import Sampler, _Dataset, _EpochPlan, _Loader
@@ -17,10 +17,16 @@ if TYPE_CHECKING:
     from ._zring import _DatasetField, _Store
     from .types import Shard
 
+    #: A loader's streams: ``{name: [store, ...]}`` (a lone store for one view) or a dataset.
+    _Streams = Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]] | _Dataset
+
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
 
+#: What each shard of a step is: the shard's dict, or what ``transform`` returns.
+_T = TypeVar("_T")
 
-class Loader(_Loader):
+
+class Loader(_Loader, Generic[_T]):
     """Step-based, multi-stream prefetching loader (endless over a ``Sampler``).
 
     ``Loader(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True,
@@ -87,7 +93,7 @@ class Loader(_Loader):
     @overload
     def __new__(
         cls,
-        streams: Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]] | _Dataset,
+        streams: _Streams,
         sampler: Sampler | _EpochPlan,
         workers: int = 2,
         prefetch: int = 4,
@@ -123,6 +129,58 @@ class Loader(_Loader):
             return loader
         return super().__new__(cls, streams, sampler, *args, **kwargs)
 
+    # The type parameter is what a step's list holds: a Shard dict without a
+    # transform, else what the transform returns (given by position or keyword).
+    # Type checkers take it from __init__, so the overloads are here.
+    @overload
+    def __init__(
+        self: Loader[Shard],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: None = None,
+        ordered: bool = True,
+        *,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[_T],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int,
+        prefetch: int,
+        transform: Callable[[Shard], _T],
+        ordered: bool = True,
+        *,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[_T],
+        streams: _Streams,
+        sampler: Sampler | _EpochPlan,
+        workers: int = 2,
+        prefetch: int = 4,
+        *,
+        transform: Callable[[Shard], _T],
+        ordered: bool = True,
+        pinned: bool = False,
+        lookahead_bytes: int | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self: Loader[Any],
+        streams: Mapping[str, Any] | _Dataset,
+        sampler: IndexSampler,
+        workers: int = 2,
+        prefetch: int = 4,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        ordered: bool = True,
+    ) -> None: ...
     def __init__(self, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> None:
         # The native constructor did the work; remember the loader so that its
         # threads are joined before the interpreter shuts down, and what defines it
@@ -132,6 +190,11 @@ class Loader(_Loader):
             streams = dict(streams)
         self._definition = (streams, sampler, args, kwargs)
         _live.add(self)
+
+    if TYPE_CHECKING:
+        # The native methods, typed with the shard type.
+        def __iter__(self) -> Self: ...
+        def __next__(self) -> list[_T]: ...
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickles what defines the loader (its streams' stores, a copy of the
@@ -147,7 +210,7 @@ class Loader(_Loader):
         return f"Loader(streams={list(self.stream_names)}, shards={self.shards}, {state})"
 
 
-def _rebuild(streams: Any, sampler: Any, args: Any, kwargs: Any) -> Loader:
+def _rebuild(streams: Any, sampler: Any, args: Any, kwargs: Any) -> Loader[Any]:
     return Loader(streams, sampler, *args, **kwargs)
 
 

@@ -27,6 +27,7 @@ from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 
 if TYPE_CHECKING:
     from ._dataset import Dataset
+    from .types import CodecName
 
 #: What a field's schema may be given as (see :meth:`FieldSpec.parse`).
 FieldSpecLike = Union["FieldSpec", str, Mapping[str, Any]]
@@ -585,7 +586,7 @@ def write_dataset(
     shard_records: int | None = None,
     shard_bytes: int = SHARD_BYTES,
     workers: int | None = None,
-    codec: str = "zstd",
+    codec: CodecName = "zstd",
     level: int = 3,
     append: bool = False,
     overwrite: bool = False,
@@ -612,6 +613,26 @@ def write_dataset(
     ``level``. ``append`` adds the shards to the existing dataset as a new version;
     ``overwrite`` replaces an existing dataset. A progress bar shows when tqdm is
     installed and stderr is a terminal (``progress=True`` / ``False`` to force).
+
+    Returns the written dataset, opened (:class:`Dataset`). The dataset is published
+    atomically: until it returns nothing new is visible at ``path``, and after an
+    error an existing dataset there is unchanged.
+
+    Raises ``StoreExistsError`` (a ``FileExistsError``) when ``path`` holds a
+    dataset and neither ``append`` nor ``overwrite`` is given; ``ValueError`` for a
+    source without records and fields, records whose fields or shapes disagree
+    with the schema, appended fields that differ from the dataset's, or an unknown
+    codec; ``TypeError`` for a source or schema of an unsupported kind.
+
+    >>> import os, tempfile, numpy as np, zring
+    >>> path = os.path.join(tempfile.mkdtemp(), "ds")
+    >>> ds = zring.write_dataset(path, [{"x": np.full(2, i, np.float32), "tokens": list(range(i + 1))} for i in range(3)])
+    >>> len(ds), ds.fields, ds.shards
+    (3, ['x', 'tokens'], 1)
+    >>> ds[2]["tokens"].tolist()
+    [0, 1, 2]
+    >>> len(zring.write_dataset(path, {"x": np.zeros((2, 2), np.float32), "tokens": [[7], [8, 9]]}, append=True))
+    5
     """
     from ._dataset import open_dataset
 

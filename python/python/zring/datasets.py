@@ -31,6 +31,7 @@ from ._write import write_dataset
 if TYPE_CHECKING:
     from ._dataset import Dataset
     from ._write import FieldSpec, FieldSpecLike
+    from .types import CodecName
 
 #: A source path, or a list of them.
 _Src = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -420,13 +421,27 @@ def from_webdataset(src: _Src, dst: str | os.PathLike[str], *, decode: Any = Non
 # ---------------------------------------------------------------- loaderx-compatible entry point
 
 
-def convert(dataset: Any, output: str | os.PathLike[str], *, codec: str = "zstd", level: int = 3,
+def convert(dataset: Any, output: str | os.PathLike[str], *, codec: CodecName = "zstd", level: int = 3,
             overwrite: bool = False, **options: Any) -> Dataset | dict[str, Dataset]:
     """loaderx-compatible Hugging Face conversion: ``dataset`` (``datasets.Dataset`` or
     ``DatasetDict``) -> a zring dataset at ``output`` (one per split, in
     subdirectories, for a ``DatasetDict``). ``output`` must not exist unless
-    ``overwrite``. Returns the opened dataset (a dict of them for a DatasetDict)."""
-    if codec not in ("raw", "zstd", "zstd-dict"):
+    ``overwrite``. ``options`` go to :func:`zring.write_dataset`. Returns the opened
+    dataset (a dict of them, by split, for a DatasetDict).
+
+    Raises ``FileExistsError`` when ``output`` exists (without ``overwrite``),
+    ``ValueError`` for a codec other than ``"raw"`` or ``"zstd"`` and for columns
+    that cannot be stored, ``ImportError`` without the ``datasets`` package, and
+    what :func:`zring.write_dataset` raises.
+
+    >>> import os, tempfile, datasets, zring
+    >>> hf = datasets.Dataset.from_dict({"label": [0, 1, 1], "text": ["a", "bb", "ccc"]})
+    >>> ds = zring.convert(hf, os.path.join(tempfile.mkdtemp(), "out"))
+    >>> len(ds), ds.fields, ds[1]
+    (3, ['label', 'text'], {'label': array(1), 'text': 'bb'})
+    """
+    # zstd-dict needs a dictionary, which a conversion does not take.
+    if codec not in ("raw", "none", "zstd"):
         raise ValueError(f"codec must be 'raw' or 'zstd', got {codec!r}")
     if Path(output).exists() and not overwrite:
         raise FileExistsError(f"{output} already exists")

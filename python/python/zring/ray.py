@@ -39,6 +39,7 @@ from ._zring import open as open_store
 
 if TYPE_CHECKING:
     from ._write import FieldSpecLike, _Column
+    from .types import CodecName
 
 #: A dataset directory or store file, or a list of them.
 _Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
@@ -273,7 +274,7 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
 
     def __init__(
         self, path: str | os.PathLike[str], fields: Iterable[str] | Mapping[str, FieldSpecLike] | None = None,
-        *, records_per_shard: int | None = None, codec: str = "zstd", level: int = 3,
+        *, records_per_shard: int | None = None, codec: CodecName = "zstd", level: int = 3,
         append: bool = False, overwrite: bool = False
     ) -> None:
         self.path = os.path.abspath(os.fspath(path))

@@ -48,7 +48,7 @@ from ._loader import Loader
 from ._ragged import RaggedBatch
 
 if TYPE_CHECKING:
-    from .types import ModeName
+    from .types import ModeName, RaggedMode
 
 __all__ = [
     "Dataset",
@@ -199,7 +199,7 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
     - ``transform(batch_dict)``: applied to every batch (and single record) dict.
     """
 
-    def __init__(self, fields: Mapping[str, Any], *, ragged: str = "offsets", pad_value: Any = 0,
+    def __init__(self, fields: Mapping[str, Any], *, ragged: RaggedMode = "offsets", pad_value: Any = 0,
                  transform: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.fields = open_fields(fields)
         self.ragged = _check_ragged_mode(ragged)
@@ -282,7 +282,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         drop_last: bool = False,
         rank: int | None = None,
         world_size: int | None = None,
-        ragged: str = "offsets",
+        ragged: RaggedMode = "offsets",
         pad_value: Any = 0,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         prefetch: int = 2,

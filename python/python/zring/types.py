@@ -3,6 +3,7 @@
 They are ordinary runtime objects (importable on every supported Python), used by
 the type information of the native module (``_zring.pyi``)::
 
+    import numpy as np
     import numpy.typing as npt
     import zring
     from zring.types import RecordIndices
@@ -34,6 +35,7 @@ __all__ = [
     "ArrayInput",
     "Shard",
     "ModeName",
+    "RaggedMode",
 ]
 
 StrPath: TypeAlias = Union[str, PathLike[str]]
@@ -75,3 +77,9 @@ Shard: TypeAlias = dict[str, Union[npt.NDArray[Any], RaggedBatch]]
 
 ModeName: TypeAlias = Literal["sequential", "iid", "cyclic", 0, 1, 2]
 """A sampling mode by name or number (or give a ``Sampler.Mode``)."""
+
+
+RaggedMode: TypeAlias = Literal["offsets", "padded", "nested"]
+"""How ``zring.torch`` hands over ragged fields: ``zring.torch.Ragged`` (values and
+offsets), ``zring.torch.Padded`` (padded to the longest record, with lengths) or a
+nested tensor (jagged layout)."""

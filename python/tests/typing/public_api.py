@@ -15,7 +15,10 @@ import numpy.typing as npt
 from typing_extensions import assert_type
 
 import zring
-from zring.types import RecordIndices
+import zring.loaderx
+from zring.loaderx.sampler import Sampler as LoaderxSampler
+from zring.loaderx.zrecord import Dense, DenseStore, DenseView, DenseWriter
+from zring.types import CodecName, RecordIndices, Shard
 
 
 def read_rows(store: zring.DenseStore, idx: RecordIndices) -> npt.NDArray[Any]:
@@ -74,9 +77,9 @@ def main(directory: str) -> None:
     assert_type(zring.Sampler(10, 2, "iid").step, int)
 
     with zring.Loader({"x": [dense], "t": ragged}, sampler, workers=1) as loader:
-        assert_type(loader, zring.Loader)
+        assert_type(loader, zring.Loader[Shard])
         step = next(loader)
-        assert_type(step, list[Any])
+        assert_type(step, list[Shard])
         assert len(step) == 1
         loader.seek(loader.step)
 
@@ -97,8 +100,76 @@ def main(directory: str) -> None:
     except zring.ZringIndexError as e:
         assert isinstance(e, IndexError)
     assert first_record(dense_path).shape == (2, 3)
+
+    # A transform's result is what each shard of a step holds.
+    def total(shard: Shard) -> float:
+        x = shard["x"]
+        assert isinstance(x, np.ndarray)
+        return float(x.sum())
+
+    with zring.Loader({"x": [dense]}, zring.Sampler(len(dense), 2, "sequential"), transform=total) as summed:
+        assert_type(summed, zring.Loader[float])
+        assert_type(next(summed), list[float])
+    with zring.Loader({"x": [dense]}, zring.Sampler(len(dense), 2, "sequential"), 1, 2, total) as positional:
+        assert_type(positional, zring.Loader[float])
     dense.close()
     ragged.close()
+    datasets(directory)
+    loaderx(directory)
+
+
+def datasets(directory: str) -> None:
+    codec: CodecName = "raw"
+    spec = zring.dense("float32", (2,))
+    assert_type(spec, zring.FieldSpec)
+    assert_type(zring.ragged("int32"), zring.FieldSpec)
+    assert_type(zring.FieldSpec("int64", ()), zring.FieldSpec)
+    assert_type(spec.shape, tuple[int, ...])
+    assert_type(spec.kind, str | None)
+    columns = {
+        "x": np.ones((10, 2), np.float32),
+        "label": np.arange(10),
+        "text": [f"record {i}" for i in range(10)],
+    }
+    path = os.path.join(directory, "ds")
+    written = zring.write_dataset(path, columns, {"x": spec, "label": zring.dense("int64"), "text": "str"}, codec=codec)
+    assert_type(written, zring.Dataset)
+    ds = zring.open_dataset(path)
+    assert_type(ds, zring.Dataset)
+    assert len(ds) == 10 and ds.fields == ["x", "label", "text"]
+    assert_type(ds.fields, list[str])
+    assert_type(ds.version, int)
+    gathered = ds.gather([1, 2], fields=["x", "label"])
+    assert_type(gathered, dict[str, npt.NDArray[Any] | zring.RaggedBatch])
+    assert_type(ds[np.arange(3)], dict[str, npt.NDArray[Any] | zring.RaggedBatch])
+    record = ds[3]
+    assert_type(record, dict[str, Any])
+    assert record["text"] == "record 3"
+    with zring.Loader(ds, zring.Sampler(len(ds), 5, "sequential"), workers=0) as loader:
+        assert_type(loader, zring.Loader[Shard])
+        assert list(next(loader)[0]) == ["x", "label", "text"]
+
+
+def loaderx(directory: str) -> None:
+    path = os.path.join(directory, "labels")
+    with Dense.create(path, "int64", (), codec="zstd") as w:
+        assert_type(w, DenseWriter)
+        w.append(np.arange(16))
+    store = Dense.open(path)
+    assert_type(store, DenseStore)
+    assert_type(store.item_shape, tuple[int, ...])
+    view = store.bind(zring.loaderx.Allocator("cpu"))
+    assert_type(view, DenseView)
+    assert_type(view.item_shape, tuple[int, ...])
+    sampler = LoaderxSampler(len(view), batch_size=4, mode=LoaderxSampler.IID, seed=42)
+    assert_type(sampler, zring.loaderx.Sampler)
+    assert_type(sampler.next(), npt.NDArray[np.uint64])
+    assert_type(sampler.step, int)
+    with zring.loaderx.Loader({"label": [view]}, sampler, workers=1) as loader:
+        assert_type(loader, zring.loaderx.Loader)
+        (shard,) = next(loader)
+        assert shard["label"].shape == (4,)
+    store.close()
 
 
 def first_record(path: str) -> npt.NDArray[Any]:

@@ -118,10 +118,10 @@ def _check_column_name(name: object) -> None:
         raise ValueError(f"column name {name!r} must be a single path component")
 
 
-def convert(dataset: Any, output: StrPath, *, codec: str, data_shards: int = 4) -> None:
+def convert(dataset: Any, output: StrPath, *, codec: str, data_shards: int = 4) -> str:
     """Writes every column of ``dataset`` (a ``datasets.Dataset``) to its own store
     ``output/<column>``; ``codec`` is ``"raw"`` or ``"zstd"``. ``output`` must not
-    exist."""
+    exist. Returns ``output`` as a string, once the directory is published."""
     try:
         import datasets
     except ImportError as e:
@@ -134,7 +134,8 @@ def convert(dataset: Any, output: StrPath, *, codec: str, data_shards: int = 4) 
     if codec not in ("raw", "zstd"):
         raise ValueError(f"convert() codec must be 'raw' or 'zstd', got {codec!r}")
     shards = _strict_int(data_shards, "data_shards")
-    output = os.path.abspath(os.fspath(output))
+    given = str(os.fspath(output))
+    output = os.path.abspath(given)
     if os.path.lexists(output):
         raise FileExistsError(f"{output} already exists")
     if len(dataset) == 0:
@@ -182,3 +183,4 @@ def convert(dataset: Any, output: StrPath, *, codec: str, data_shards: int = 4) 
             w.abort()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return given

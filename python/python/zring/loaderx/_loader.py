@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+import numpy as np
+import numpy.typing as npt
+
 from .._loader import _live
 from .._sampler_loader import IndexSampler, SamplerLoader
 from .zrecord import Store, Writer, _strict_int
@@ -33,9 +36,11 @@ class Loader(SamplerLoader):
       borrowed, never closed; each step's batch must split into equal shards.
     - ``workers``: threads that draw, gather and transform (0: every step is made in
       the consumer's ``next()``); ``prefetch``: finished steps kept ready.
-    - ``transform``: called with each shard's dict; its result replaces it.
+    - ``transform``: the collate step, called once per step with the complete list of
+      shard dicts; its result is what the step delivers, unchanged.
 
-    Each step is a list with one dict per placement ``{name: batch}``. The loader is
+    Each step is a list with one dict per placement ``{name: batch}`` (or the
+    transform's result). The loader is
     endless (``len()`` is a ``TypeError``); an exception in a worker is raised by the
     consumer's ``next()`` at its step; ``close()`` (or ``with``) joins the workers and
     later ``next()`` calls raise ``StopIteration``.
@@ -55,7 +60,7 @@ class Loader(SamplerLoader):
         *,
         workers: int = 4,
         prefetch: int = 4,
-        transform: Callable[[dict[str, Any]], Any] | None = None,
+        transform: Callable[[list[dict[str, Any]]], Any] | None = None,
     ) -> None:
         workers = _strict_int(workers, "workers")
         prefetch = _strict_int(prefetch, "prefetch")
@@ -74,8 +79,21 @@ class Loader(SamplerLoader):
             raise ValueError("every view must hold at least one record")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
-        super().__init__(streams, sampler, workers, prefetch, transform, True)
+        # loaderx's transform collates a whole step, where SamplerLoader's maps each
+        # shard: the shard list is made without one and handed over in _make.
+        self._collate = transform
+        super().__init__(streams, sampler, workers, prefetch, None, True)
         _live.add(self)
+
+    def _make(self, idx: npt.NDArray[np.integer[Any]]) -> Any:
+        step = super()._make(idx)
+        if self._collate is None:
+            return step
+        return self._collate(step)
+
+    def __next__(self) -> Any:
+        """The next step: its shard list, or what ``transform`` made of it."""
+        return super().__next__()
 
     def __len__(self) -> NoReturn:
         raise TypeError("a Loader is endless; it has no len()")

@@ -6,11 +6,11 @@ exactly (batch ``t`` is a pure function of ``(length, batch_size, seed, t)``):
 
 - ``SEQUENTIAL`` (0): index ``i`` of step ``t`` is ``(t * batch_size + i) mod length``,
   computed exactly (no 64-bit wrap).
-- ``IID`` (1): uniform with replacement. ``base = mix(seed, 0, 0)``; element ``i`` of
-  step ``t`` takes counter ``c = t * batch_size + i`` (mod 2^64) and tries
-  ``x = mix(base, c, r)`` for ``r = 0, 1, ...`` until ``low64(x * length)`` is at least
-  ``(2^64 - length) mod length`` (Lemire's unbiased rejection); the index is
-  ``high64(x * length)``.
+- ``IID`` (1): uniform with replacement. Element ``i`` of step ``t`` takes the
+  128-bit counter ``c = t * batch_size + i``, ``base = mix(seed, high64(c), 0)``, and
+  tries ``x = mix(base, low64(c), r)`` for ``r = 0, 1, ...`` until ``low64(x * length)``
+  is at least ``(2^64 - length) mod length`` (Lemire's unbiased rejection); the index
+  is ``high64(x * length)``.
 - ``CYCLIC`` (2): without replacement, a fresh permutation per cycle. Each cycle
   yields ``floor(length / batch_size)`` full batches (the last ``length mod batch_size``
   positions of that cycle's permutation are dropped; they rotate because the
@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, SupportsIndex
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["Sampler", "Mode", "SEQUENTIAL", "IID", "CYCLIC", "fill_sequential", "fill_iid", "fill_cyclic"]
 
@@ -109,20 +110,26 @@ def fill_sequential(length: int, batch_size: int, seed: int, step: int, out: np.
 
 def fill_iid(length: int, batch_size: int, seed: int, step: int, out: np.ndarray) -> None:
     """Writes step ``step`` of the IID stream into ``out[:batch_size]``."""
-    base = _mix_scalar(seed, 0, 0)
-    first = np.uint64((step * batch_size) & _U64_MAX)
-    counters = np.arange(batch_size, dtype=np.uint64) + first  # wraps mod 2^64
+    # The counter t * batch_size + i is 128 bits wide: its high half keys the
+    # mixing (mix(seed, high, 0)), its low half is the mixed value. One step's
+    # counters span at most two high halves.
+    first = step * batch_size  # exact, Python ints
+    low0 = np.uint64(first & _U64_MAX)
+    counters = np.arange(batch_size, dtype=np.uint64) + low0  # the low halves (wrap mod 2^64)
+    carried = counters < low0  # past a 2^64 boundary: the next high half
     threshold = np.uint64(((1 << 64) - length) % length)
     dst = out[:batch_size]
-    todo = np.arange(batch_size)
-    rnd = 0
-    while todo.size:
-        x = _mix(base, counters[todo], rnd)
-        hi, lo = _mul_hi_lo(x, length)
-        ok = lo >= threshold
-        dst[todo[ok]] = hi[ok]
-        todo = todo[~ok]
-        rnd += 1
+    for high, group in ((first >> 64, ~carried), ((first >> 64) + 1, carried)):
+        base = _mix_scalar(seed, high, 0)
+        todo = np.flatnonzero(group)
+        rnd = 0
+        while todo.size:
+            x = _mix(base, counters[todo], rnd)
+            hi, lo = _mul_hi_lo(x, length)
+            ok = lo >= threshold
+            dst[todo[ok]] = hi[ok]
+            todo = todo[~ok]
+            rnd += 1
 
 
 def _half_bits(length: int) -> int:
@@ -208,7 +215,7 @@ _FILL: dict[Mode, _Fill] = {Mode.SEQUENTIAL: fill_sequential, Mode.IID: fill_iid
 class Sampler:
     """``Sampler(length, batch_size, mode, seed=42)``: loaderx 2.8's endless sampler.
 
-    ``next()`` returns a uint64 view of one reusable buffer (the same object every
+    ``next()`` (and iteration) returns a uint64 view of one reusable buffer (the same object every
     call, valid until the next draw) holding ``batch_size`` indices, or
     ``min(length, batch_size)`` in CYCLIC mode, and advances ``step``;
     ``seek(step)`` moves to any step in O(1). Arguments go through
@@ -271,13 +278,20 @@ class Sampler:
         """Repositions to 0-based ``step`` (``0..2**64-1``)."""
         self._step = _check_u64("step", step, 0)
 
-    def next(self) -> np.ndarray:
+    def next(self) -> npt.NDArray[np.uint64]:
         """The indices of the current step (a view of the reused buffer); advances."""
         if self._step > _U64_MAX:
             raise OverflowError("the sampler is past step 2**64-1")
         self._fill(self._length, self._batch_size, self._seed, self._step, self._buffer)
         self._step += 1
         return self._view
+
+    def __iter__(self) -> Sampler:
+        """The sampler itself: iterating draws ``next()`` forever (the sampler is endless)."""
+        return self
+
+    def __next__(self) -> npt.NDArray[np.uint64]:
+        return self.next()
 
     def __repr__(self) -> str:
         return (

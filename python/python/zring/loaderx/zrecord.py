@@ -1,15 +1,18 @@
 """loaderx 2.8's ``zrecord`` module on zring stores.
 
-Write with ``Dense.create`` / ``Ragged.create`` (a writer: ``append``, ``close``,
-``with``), open with ``Dense.open`` / ``Ragged.open`` (a store), and read through a
-placement view, ``store.bind(Allocator("cpu"))``: ``view[i]``, ``view[0, 5, 2]``,
-slices, index arrays, masks and ``view.__getitems__(indices)``. Dense reads are
+Write with ``DenseWriter(path, dtype, item_shape, codec=...)`` /
+``RaggedWriter(path, dtype, ndim, codec=...)`` (``append``, ``close``, ``with``),
+open with ``DenseStore(path)`` / ``RaggedStore(path)``, and read through a placement
+view, ``store.bind(Allocator("cpu"))``: ``view[i]``, ``view[0, 5, 2]``,
+slices, index arrays, masks and ``view.__getitems__(indices)``.
+``Dense.create`` / ``Dense.open`` (and ``Ragged``'s) are the same constructors under
+the names of earlier loaderx 2.8 releases. Dense reads are
 arrays ``(n, *item_shape)`` (``view[i]`` drops the batch axis); ragged reads are a
 :class:`RaggedBatch` (``view[i]`` is a one-record batch).
 
 Differences from loaderx that remain (docs/loaderx.md has the full table): a store is
 one zring file (``data_shards`` is validated and remembered, not a file count);
-leaving a ``create`` block through an exception discards the store instead of
+leaving a writer's ``with`` block through an exception discards the store instead of
 publishing what was appended; only the ``"cpu"`` allocator exists.
 """
 
@@ -44,6 +47,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Allocator",
+    "DenseWriter",
+    "DenseStore",
+    "RaggedWriter",
+    "RaggedStore",
     "Dense",
     "Ragged",
     "Store",
@@ -69,8 +76,6 @@ _SHARDS_KEY = "loaderx.data_shards"
 _ZSTD_LEVEL = 3
 
 _T = TypeVar("_T")
-_W = TypeVar("_W", bound="Writer")
-_S = TypeVar("_S", bound="Store")
 
 
 def _strict_int(value: Any, name: str) -> int:
@@ -98,6 +103,7 @@ class Allocator:
         "device_id": "The device number: always 0 for the cpu allocator.",
         "minimum_size": "The smallest size class in bytes (informational).",
         "pool_size": "The pool size in bytes loaderx would reserve (informational).",
+        "_closed": "Whether close() was called.",
     }
 
     def __init__(
@@ -119,27 +125,58 @@ class Allocator:
             raise ValueError(f"minimum_size must be at least 1, got {self.minimum_size}")
         if self.pool_size < 0:
             raise ValueError(f"pool_size must not be negative, got {self.pool_size}")
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Retires the allocator (idempotent): views bound to it stop reading
+        (``RuntimeError``). Batches already read stay valid: their memory belongs to
+        the arrays, not to the allocator."""
+        self._closed = True
+
+    def __enter__(self) -> Self:
+        if self._closed:
+            raise RuntimeError("Allocator is closed")
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        self.close()
+        return False
 
     def size_class(self, size: int) -> int:
         """The power of two a request of ``size`` bytes is rounded up to."""
         return 1 << (max(int(size), self.minimum_size) - 1).bit_length()
 
     def __repr__(self) -> str:
-        return f"Allocator({self.device_type!r}, {self.device_id})"
+        state = ", closed" if self._closed else ""
+        return f"Allocator({self.device_type!r}, {self.device_id}{state})"
 
 
 class _Container:
     """State shared by stores and writers: the zring object, the closed flag."""
 
     _family = "Dense"
+    _inner: Any = None
+    _data_shards = 1
+    # A writer created over an empty directory: the directory it replaces when it
+    # publishes (and leaves in place if it never does).
+    _empty_dir: str | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        if kwargs.pop("_internal", False) is not True:
-            raise TypeError(f"use {cls._family}.create(...) or {cls._family}.open(...), not {cls.__name__}()")
+        # Store and Writer say what a container does, not what it holds: only the
+        # four concrete classes (DenseStore, ...) are constructed.
+        if cls in (_Container, Store, Writer):
+            raise TypeError(f"{cls.__name__} cannot be constructed; use DenseWriter/RaggedWriter or DenseStore/RaggedStore")
         return super().__new__(cls)
 
-    def __init__(self, inner: Any, data_shards: int, _internal: bool = False) -> None:
-        self._inner: Any = inner
+    def _adopt(self, inner: Any, data_shards: int) -> None:
+        self._inner = inner
         self._data_shards = data_shards
 
     def _live(self) -> Any:
@@ -187,6 +224,8 @@ class Store(_Container):
         """A view that reads this store into ``allocator``'s memory."""
         if not isinstance(allocator, Allocator):
             raise TypeError(f"bind() takes an Allocator, got {type(allocator).__name__}")
+        if allocator.closed:
+            raise RuntimeError("Allocator is closed")
         self._live()
         return self._view_class(self, allocator)
 
@@ -255,6 +294,8 @@ class Writer(_Container):
         """Publishes the store (idempotent)."""
         if self._inner is not None:
             inner, self._inner = self._inner, None
+            if self._empty_dir is not None:
+                _take_empty_dir(self._empty_dir, inner)
             with translated(codec_code=OUT_OF_MEMORY):
                 inner.close()
 
@@ -274,9 +315,25 @@ class Writer(_Container):
         return False
 
 
+def _take_empty_dir(path: str, inner: Any) -> None:
+    """Removes the empty directory a writer was created over, just before the
+    writer publishes its file there; discards the writer (-12) if something else
+    took the path meanwhile."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        if not os.path.lexists(path):
+            return  # gone already (a dangling link is something else's)
+        inner.abort()
+        raise ZrecordError(-12, f"{path} was replaced while the store was written") from None
+    except OSError as e:  # no longer empty, or no longer a directory
+        inner.abort()
+        raise ZrecordError(-12, f"{path} was replaced while the store was written") from e
+
+
 def _check_create_args(
     path: StrPath, codec: str, data_shards: SupportsIndex, dict_bytes: bytes | None
-) -> tuple[str, str, int, bytes | None]:
+) -> tuple[str, str, int, bytes | None, bool]:
     if codec not in CODECS:
         if codec == "zstd-dict":
             codec = "zstd_dict"
@@ -292,39 +349,66 @@ def _check_create_args(
     elif dict_bytes is not None:
         raise ValueError(f"dict_bytes is only valid with codec 'zstd_dict', not {codec!r}")
     path = str(os.fspath(path))
-    # loaderx creates a store inside an empty directory; a zring store is one file.
-    if os.path.isdir(path):
-        if os.listdir(path):
-            raise ZrecordError(-12, f"{path} is a non-empty directory")
-        os.rmdir(path)
-    return path, CODECS[codec], shards, dict_bytes
+    # loaderx creates a store inside an empty directory; a zring store is one file,
+    # which replaces the directory when it is published (the directory stays until
+    # then, and stays for good if the store is never published).
+    over_empty_dir = os.path.isdir(path) and not os.path.islink(path)
+    if over_empty_dir and os.listdir(path):
+        raise ZrecordError(-12, f"{path} is a non-empty directory")
+    return path, CODECS[codec], shards, dict_bytes, over_empty_dir
 
 
 def _create(
     zring_writer: Any,
-    writer_class: type[_W],
+    writer: Writer,
     path: StrPath,
     dtype: npt.DTypeLike,
     geometry: Any,
     codec: str,
     data_shards: SupportsIndex,
     dict_bytes: bytes | None,
-) -> _W:
-    """A writer, once every argument is checked (before anything touches the disk)."""
+) -> None:
+    """Opens ``writer``'s zring writer once every argument is checked (before anything
+    touches the disk)."""
     name = dtypes.canonical(dtype)
-    path, zcodec, shards, dict_bytes = _check_create_args(path, codec, data_shards, dict_bytes)
+    path, zcodec, shards, dict_bytes, over_empty_dir = _check_create_args(path, codec, data_shards, dict_bytes)
+    # loaderx builds a store under directories it creates ('mnist/x' in its README);
+    # the store itself still appears only when close() publishes it.
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise ZrecordError(-2, f"cannot create the directory {parent}: {e}") from e
     with translated(codec_code=OUT_OF_MEMORY):
+        # overwrite: the engine would refuse the existing (empty) directory; close()
+        # removes it just before publishing.
         inner = zring_writer(
             path, name, geometry, codec=zcodec, level=_ZSTD_LEVEL, dict_bytes=dict_bytes,
-            metadata={_SHARDS_KEY: str(shards)},
+            overwrite=over_empty_dir, metadata={_SHARDS_KEY: str(shards)},
         )
-    return writer_class(inner, shards, _internal=True)
+    writer._adopt(inner, shards)
+    if over_empty_dir:
+        writer._empty_dir = path
 
 
-def _open(path: StrPath, zring_store: Any, store_class: type[_S]) -> _S:
+def _open(path: StrPath, zring_store: Any, store: Store) -> None:
     with translated():
         inner = zring_store(os.fspath(path))
-    return store_class(inner, int(inner.metadata.get(_SHARDS_KEY, "1")), _internal=True)
+    store._adopt(inner, int(inner.metadata.get(_SHARDS_KEY, "1")))
+
+
+def _item_shape(item_shape: Iterable[SupportsIndex]) -> tuple[int, ...]:
+    shape = tuple(_strict_int(d, "item_shape dimension") for d in item_shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"item_shape dimensions must not be negative, got {shape}")
+    return shape
+
+
+def _ragged_ndim(ndim: SupportsIndex) -> int:
+    nd = _strict_int(ndim, "ndim")
+    if not 1 <= nd <= 63:
+        raise ValueError(f"ndim must be in 1..63, got {nd}")
+    return nd
 
 
 def _inner_of(container: Any) -> Any:
@@ -334,7 +418,10 @@ def _inner_of(container: Any) -> Any:
 
 def _no_direct_construction(cls: type[_T], family: type, args: Any, kwargs: Any) -> _T:
     if cls is family:
-        raise TypeError(f"use {cls.__name__}.create(...) or {cls.__name__}.open(...), not {cls.__name__}()")
+        raise TypeError(
+            f"use {cls.__name__}Writer(...) or {cls.__name__}Store(...) (or {cls.__name__}.create / .open), "
+            f"not {cls.__name__}()"
+        )
     obj: _T = super(family, cls).__new__(cls, *args, **kwargs)  # type: ignore[arg-type]
     return obj
 
@@ -358,16 +445,13 @@ class Dense:
         data_shards: int = 4,
         dict_bytes: bytes | None = None,
     ) -> DenseWriter:
-        """A writer of ``dtype`` records of ``item_shape`` (``()`` for scalars)."""
-        shape = tuple(_strict_int(d, "item_shape dimension") for d in item_shape)
-        if any(d < 0 for d in shape):
-            raise ValueError(f"item_shape dimensions must not be negative, got {shape}")
-        return _create(_zring.DenseWriter, DenseWriter, path, dtype, shape, codec, data_shards, dict_bytes)
+        """``DenseWriter(path, dtype, item_shape, codec=...)`` under its earlier name."""
+        return DenseWriter(path, dtype, item_shape, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes)
 
     @classmethod
     def open(cls, path: StrPath) -> DenseStore:
-        """Opens a published dense store for reading."""
-        return _open(path, _zring.DenseStore, DenseStore)
+        """``DenseStore(path)`` under its earlier name."""
+        return DenseStore(path)
 
     @property
     def item_shape(self) -> tuple[int, ...]:
@@ -399,16 +483,13 @@ class Ragged:
         data_shards: int = 4,
         dict_bytes: bytes | None = None,
     ) -> RaggedWriter:
-        """A writer of ``dtype`` records with ``ndim`` dimensions (1..63)."""
-        nd = _strict_int(ndim, "ndim")
-        if not 1 <= nd <= 63:
-            raise ValueError(f"ndim must be in 1..63, got {nd}")
-        return _create(_zring.RaggedWriter, RaggedWriter, path, dtype, nd, codec, data_shards, dict_bytes)
+        """``RaggedWriter(path, dtype, ndim, codec=...)`` under its earlier name."""
+        return RaggedWriter(path, dtype, ndim, codec=codec, data_shards=data_shards, dict_bytes=dict_bytes)
 
     @classmethod
     def open(cls, path: StrPath) -> RaggedStore:
-        """Opens a published ragged store for reading."""
-        return _open(path, _zring.RaggedStore, RaggedStore)
+        """``RaggedStore(path)`` under its earlier name."""
+        return RaggedStore(path)
 
     @property
     def ndim(self) -> int:
@@ -419,11 +500,11 @@ class Ragged:
 class _View:
     """A store bound to an allocator: every read form of loaderx."""
 
-    __slots__ = ("_store", "allocator", "_classes")
+    __slots__ = ("_store", "_allocator", "_classes")
 
     def __init__(self, store: Store, allocator: Allocator) -> None:
         self._store = store
-        self.allocator = allocator
+        self._allocator = allocator
         self._classes: deque[int] = deque(maxlen=64)
 
     @property
@@ -431,7 +512,14 @@ class _View:
         """The store this view reads."""
         return self._store
 
+    @property
+    def allocator(self) -> Allocator:
+        """The allocator the view was bound to."""
+        return self._allocator
+
     def _inner(self) -> Any:
+        if self._allocator.closed:
+            raise RuntimeError("Allocator is closed")
         return self._store._live()
 
     def __len__(self) -> int:
@@ -481,6 +569,14 @@ class _View:
 
 
 class DenseView(_View):
+    """A dense store bound to an allocator (``DenseStore.bind``): ``view[i]`` is one
+    record of ``item_shape``; a tuple, list, range, slice, integer array or mask
+    gives an array ``(n, *item_shape)``; iterating yields the records in order.
+    Raises ``IndexError`` for negative or out-of-range indices, ``TypeError`` for
+    bools and non-integer arrays, ``ZrecordError`` (code -7) for a record that
+    fails its checksum or does not decode, and ``RuntimeError`` once the store is
+    closed."""
+
     __slots__ = ()
 
     @property
@@ -502,6 +598,10 @@ class DenseView(_View):
 
 
 class RaggedView(_View):
+    """A ragged store bound to an allocator (``RaggedStore.bind``): every read is a
+    :class:`RaggedBatch` (``view[i]`` a one-record batch) of the selected records
+    in order. Raises as :class:`DenseView` does."""
+
     __slots__ = ()
 
     @property
@@ -517,23 +617,80 @@ class RaggedView(_View):
 
 
 class DenseStore(Dense, Store):
-    """An opened dense store (``Dense.open``); ``bind`` it to read."""
+    """``DenseStore(path)``: opens a published dense store; ``bind`` it to read.
+
+    Raises ``FileNotFoundError`` for a missing store and ``ZrecordError`` (-8) for a
+    damaged one or one of the other layout."""
 
     _view_class = DenseView
 
+    def __init__(self, path: StrPath) -> None:
+        _open(path, _zring.DenseStore, self)
+
+    if TYPE_CHECKING:
+
+        def bind(self, allocator: Allocator) -> DenseView: ...
+
 
 class RaggedStore(Ragged, Store):
-    """An opened ragged store (``Ragged.open``); ``bind`` it to read."""
+    """``RaggedStore(path)``: opens a published ragged store; ``bind`` it to read.
+    Raises as :class:`DenseStore` does."""
 
     _view_class = RaggedView
 
+    def __init__(self, path: StrPath) -> None:
+        _open(path, _zring.RaggedStore, self)
+
+    if TYPE_CHECKING:
+
+        def bind(self, allocator: Allocator) -> RaggedView: ...
+
 
 class DenseWriter(Dense, Writer):
-    """A dense store being written (``Dense.create``)."""
+    """``DenseWriter(path, dtype, item_shape, *, codec, data_shards=4, dict_bytes=None)``:
+    a new dense store of ``dtype`` records of ``item_shape`` (``()`` for scalars).
+
+    ``codec`` is ``"raw"``, ``"zstd"`` or ``"zstd_dict"`` (which needs ``dict_bytes``,
+    see :func:`train_dict`); ``data_shards`` is an int in 1..255. Missing parent
+    directories are created; an empty directory at ``path`` is replaced when the
+    store is published. ``append(batch)`` takes an array ``(n, *item_shape)`` of the
+    store's dtype; ``close()`` (or leaving ``with`` normally) publishes the store,
+    leaving ``with`` through an exception discards it. Raises ``ValueError`` /
+    ``TypeError`` for bad arguments (nothing is written) and ``ZrecordError`` (-12)
+    when ``path`` exists."""
+
+    def __init__(
+        self,
+        path: StrPath,
+        dtype: npt.DTypeLike,
+        item_shape: Iterable[SupportsIndex],
+        *,
+        codec: str,
+        data_shards: int = 4,
+        dict_bytes: bytes | None = None,
+    ) -> None:
+        shape = _item_shape(item_shape)
+        _create(_zring.DenseWriter, self, path, dtype, shape, codec, data_shards, dict_bytes)
 
 
 class RaggedWriter(Ragged, Writer):
-    """A ragged store being written (``Ragged.create``)."""
+    """``RaggedWriter(path, dtype, ndim, *, codec, data_shards=4, dict_bytes=None)``:
+    a new ragged store of ``dtype`` records with ``ndim`` dimensions (1..63).
+
+    ``append(batch)`` takes a :class:`RaggedBatch` (or a list of arrays); the rest is
+    as for :class:`DenseWriter`."""
+
+    def __init__(
+        self,
+        path: StrPath,
+        dtype: npt.DTypeLike,
+        ndim: SupportsIndex,
+        *,
+        codec: str,
+        data_shards: int = 4,
+        dict_bytes: bytes | None = None,
+    ) -> None:
+        _create(_zring.RaggedWriter, self, path, dtype, _ragged_ndim(ndim), codec, data_shards, dict_bytes)
 
     def _prepare(self, batch: Any) -> Any:
         if isinstance(batch, RaggedBatch):
