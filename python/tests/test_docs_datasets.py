@@ -9,7 +9,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "datasets.md"
 
 
 def test_the_examples_in_docs_datasets_md_run(tmp_path, monkeypatch):
-    for mod in ("pyarrow", "datasets", "PIL"):
+    for mod in ("pyarrow", "datasets", "PIL", "torch", "jax"):
         pytest.importorskip(mod)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
     assert len(blocks) >= 5

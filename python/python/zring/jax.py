@@ -10,7 +10,7 @@ stores themselves.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 try:
     import jax
@@ -22,6 +22,9 @@ import numpy as np
 
 from ._data import Plan, as_int_indices, open_fields
 from ._ragged import RaggedBatch
+
+if TYPE_CHECKING:
+    from ._dataset import Dataset as ZringDataset
 
 __all__ = ["DataSource", "to_jax", "batches"]
 
@@ -56,7 +59,8 @@ def to_jax(a: Any) -> Any:
 class DataSource:
     """Random access to aligned stores: record ``i`` is ``{name: ndarray}``.
 
-    ``DataSource(fields)`` with ``fields = {name: store or path}``.
+    ``DataSource(fields)`` with ``fields = {name: store, path or dataset}`` or a
+    :class:`zring.Dataset` (all its fields).
 
     - ``len(ds)``; ``ds[i]``: one record as NumPy arrays (what Grain's
       ``MapDataset`` / ``DataLoader`` expect of a ``RandomAccessDataSource``).
@@ -73,7 +77,7 @@ class DataSource:
       :func:`to_jax` can hand it over without a copy.
     """
 
-    def __init__(self, fields: Mapping[str, Any]) -> None:
+    def __init__(self, fields: Mapping[str, Any] | ZringDataset) -> None:
         self.fields = open_fields(fields)
         self._len = len(next(iter(self.fields.values())))
 

@@ -48,6 +48,7 @@ from ._loader import Loader
 from ._ragged import RaggedBatch
 
 if TYPE_CHECKING:
+    from ._dataset import Dataset as ZringDataset
     from .types import ModeName, RaggedMode
 
 __all__ = [
@@ -189,8 +190,10 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
 
     ``Dataset(fields, *, ragged="offsets", pad_value=0, transform=None)``
 
-    - ``fields``: ``{name: store or path}`` (paths are opened with ``zring.open``);
-      every store has the same number of records.
+    - ``fields``: ``{name: store, path or dataset}`` (paths are opened with
+      ``zring.open``; a :class:`zring.Dataset` stands for its field of that name), or
+      a :class:`zring.Dataset` (all its fields); every field has the same number of
+      records.
     - ``ds[i]``: ``{name: tensor}`` for one record (a ragged record is a tensor of
       its own shape).
     - ``ds.__getitems__(indices)`` (what ``DataLoader`` calls with a batch of
@@ -199,7 +202,7 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
     - ``transform(batch_dict)``: applied to every batch (and single record) dict.
     """
 
-    def __init__(self, fields: Mapping[str, Any], *, ragged: RaggedMode = "offsets", pad_value: Any = 0,
+    def __init__(self, fields: Mapping[str, Any] | ZringDataset, *, ragged: RaggedMode = "offsets", pad_value: Any = 0,
                  transform: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.fields = open_fields(fields)
         self.ragged = _check_ragged_mode(ragged)
@@ -272,7 +275,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
 
     def __init__(
         self,
-        fields: Mapping[str, Any],
+        fields: Mapping[str, Any] | ZringDataset,
         batch_size: int,
         *,
         shuffle: bool = True,
