@@ -10,18 +10,11 @@ finished all the work before its signal could be delivered (a stalled machine) i
 retried with more work; a build without slicing fails every attempt.
 """
 
-import json
-import signal
-import subprocess
 import sys
 import textwrap
 
 import pytest
-
-
-def sigint_default():
-    """SIGINT back to its default action in the child (see test_interrupt.py)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+from child_runs import run_until
 
 
 CHILD = textwrap.dedent(
@@ -92,21 +85,13 @@ CHILD = textwrap.dedent(
 
 
 def run_child(case, tmp_path):
-    for attempt in range(3):
-        tmp = tmp_path / f"attempt{attempt}"
-        tmp.mkdir()
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, case, str(tmp), str(2**attempt)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            preexec_fn=sigint_default,
-        )
-        assert proc.returncode == 0, proc.stderr
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["raised"] is not None or result["read"] < result["full"]:
-            return result
-    return result
+    return run_until(
+        CHILD,
+        case,
+        tmp_path,
+        lambda r: r["raised"] is not None or r["read"] < r["full"],
+        sigint=True,
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/io")

@@ -11,21 +11,12 @@ work; a build without slicing fails every attempt.
 """
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
-
-def sigint_default():
-    """Runs in each child before it starts Python: SIGINT back to its default action.
-    A child inherits an ignored SIGINT (some library in this test process may have
-    ignored it), and Python then installs no KeyboardInterrupt handler, so Ctrl-C
-    could not be tested."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
+from child_runs import run_until, sigint_default
 
 CHILD = textwrap.dedent(
     r"""
@@ -146,21 +137,13 @@ CHILD = textwrap.dedent(
 
 
 def run_child(case, tmp_path):
-    for attempt in range(3):
-        tmp = tmp_path / f"attempt{attempt}"
-        tmp.mkdir()
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, case, str(tmp), str(2**attempt)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            preexec_fn=sigint_default,
-        )
-        assert proc.returncode == 0, proc.stderr
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["raised"] is not None or result["written_records"] < result["records"]:
-            return result
-    return result
+    return run_until(
+        CHILD,
+        case,
+        tmp_path,
+        lambda r: r["raised"] is not None or r["written_records"] < r["records"],
+        sigint=True,
+    )
 
 
 @pytest.mark.parametrize("case", ["dense_gather", "ragged_gather"])

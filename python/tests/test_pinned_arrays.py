@@ -15,12 +15,10 @@ reallocate the array. A child whose call ended before that attempt (a stalled
 machine) is retried with more work.
 """
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from child_runs import run_until
 
 CHILD = textwrap.dedent(
     r"""
@@ -141,20 +139,10 @@ CHILD = textwrap.dedent(
 
 
 def run_child(case, tmp_path):
-    for attempt in range(3):
-        tmp = tmp_path / f"attempt{attempt}"
-        tmp.mkdir()
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, case, str(tmp), str(2**attempt)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr}"
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["conclusive"]:
-            return result
-    pytest.fail(f"the call ended before it could be interfered with, 3 times: {result}")
+    result = run_until(CHILD, case, tmp_path, lambda r: bool(r["conclusive"]))
+    if not result["conclusive"]:
+        pytest.fail(f"the call ended before it could be interfered with, 3 times: {result}")
+    return result
 
 
 @pytest.mark.parametrize("case", ["dense_out", "ragged_out"])
