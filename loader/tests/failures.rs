@@ -97,6 +97,14 @@ fn corrupt(store: &Store, index: u64) {
     f.write_all_at(&[b[0] ^ 0x55], at).expect("write");
 }
 
+/// The shard (of two) that reads record 37 in `step` of the sequential sampler over
+/// 100 records in batches of 8 the corruption test uses, if the step reads it.
+fn record_37_shard(step: u64) -> Option<usize> {
+    (0..8u64)
+        .position(|k| (step * 8 + k) % 100 == 37)
+        .map(|k| k / 4)
+}
+
 #[test]
 fn a_gather_error_from_a_corrupted_store_is_delivered_at_its_step() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -124,13 +132,21 @@ fn a_gather_error_from_a_corrupted_store_is_delivered_at_its_step() {
             .expect("loader");
             let results: Vec<_> = loader.collect();
             let (last, before) = results.split_last().expect("something delivered");
+            // In step order the failure is step 4's. In completion order it is the
+            // first failed step to complete: step 4's, or (on a loaded machine, where
+            // step 4's worker can stall while the consumer makes later steps itself)
+            // a later step that reads record 37 again after the sampler wraps.
             match last {
                 Err(LoaderError::Gather {
-                    step: 4,
+                    step,
                     stream,
-                    shard: 1,
+                    shard,
                     source: EngineError::CorruptRecord { index: 37, .. },
-                }) => assert_eq!(stream, "r"),
+                }) if (delivery == Delivery::CompletionOrder || *step == 4)
+                    && record_37_shard(*step) == Some(*shard) =>
+                {
+                    assert_eq!(stream, "r")
+                }
                 other => panic!("{opts:?}: expected the record 37 failure, got {other:?}"),
             }
             let mut steps: Vec<u64> = before
@@ -146,7 +162,10 @@ fn a_gather_error_from_a_corrupted_store_is_delivered_at_its_step() {
                     let mut unique = steps.clone();
                     unique.dedup();
                     assert_eq!(unique, steps, "{opts:?}");
-                    assert!(!steps.contains(&4), "{steps:?}");
+                    assert!(
+                        steps.iter().all(|&s| record_37_shard(s).is_none()),
+                        "a step reading record 37 succeeded: {steps:?}"
+                    );
                 }
             }
         }
