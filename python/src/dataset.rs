@@ -18,7 +18,7 @@ use crate::dtype;
 use crate::errors;
 use crate::index::{self, Selection};
 use crate::interrupt::{self, RECORD_COST};
-use crate::ragged::ragged_batch;
+use crate::ragged::{layout_part, ragged_batch, LAYOUT_ON_A_THREAD};
 use crate::store::{read_options, remote_options, ReadError};
 
 /// An open dataset at one manifest version.
@@ -156,11 +156,6 @@ impl PyDataset {
     }
 }
 
-/// Selections of more ids than this have their ragged layouts built on a thread of
-/// their own, so that Ctrl-C does not wait for them (at tens of ns per id, this many
-/// take about 10 ms), as for a ragged store.
-const LAYOUT_ON_A_THREAD: usize = 1 << 18;
-
 /// Gathers records `ids` of `fields` into `bufs` (one per field; ragged ones laid out
 /// by their `layouts`), in slices that Ctrl-C can stop between: each slice gathers
 /// every field of its records, ragged ones with their part of the layout rebased to
@@ -185,33 +180,32 @@ fn gather_into(
     };
     interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
         let whole = r.start == 0 && r.end == ids.len();
-        let parts: Vec<Option<RaggedLayout>> = layouts
+        // Each ragged field's part of its layout for these records, and where its
+        // values go (the whole layout when the slice is the whole selection).
+        let parts: Vec<Option<(Option<RaggedLayout>, std::ops::Range<usize>)>> = layouts
             .iter()
             .zip(&schemas)
             .map(|(l, s)| {
-                let l = l.as_ref().filter(|_| !whole)?;
-                let (cu, ndim) = (&l.cu_seqlens, s.ndim());
-                let (a, b) = (cu[r.start], cu[r.end]);
-                Some(RaggedLayout {
-                    cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
-                    shapes: l.shapes[r.start * ndim..r.end * ndim].to_vec(),
-                    values_bytes: (b - a) as usize * s.dtype.itemsize(),
+                let l = l.as_ref()?;
+                Some(if whole {
+                    (None, 0..l.values_bytes)
+                } else {
+                    let (part, bytes) = layout_part(l, &r, s.ndim(), s.dtype.itemsize());
+                    (Some(part), bytes)
                 })
             })
             .collect();
         let mut dests: Vec<FieldDest<'_>> = Vec::with_capacity(bufs.len());
         for (k, buf) in bufs.iter_mut().enumerate() {
             let s = schemas[k];
-            match (&layouts[k], s.item_bytes()) {
-                (Some(l), _) => {
-                    let itemsize = s.dtype.itemsize();
-                    let (a, b) = (l.cu_seqlens[r.start], l.cu_seqlens[r.end]);
+            match (&layouts[k], &parts[k], s.item_bytes()) {
+                (Some(l), Some((part, bytes)), _) => {
                     dests.push(FieldDest::Ragged {
-                        layout: parts[k].as_ref().unwrap_or(l),
-                        values: &mut buf[a as usize * itemsize..b as usize * itemsize],
+                        layout: part.as_ref().unwrap_or(l),
+                        values: &mut buf[bytes.clone()],
                     });
                 }
-                (None, w) => {
+                (_, _, w) => {
                     let w = w.unwrap_or(0) as usize;
                     dests.push(FieldDest::Dense(&mut buf[r.start * w..r.end * w]));
                 }

@@ -197,7 +197,7 @@ fn read_ragged<'py>(
 /// Selections of more ids than this have their layout built on a thread of its own,
 /// so that Ctrl-C does not wait for it (at tens of ns per id, this many take about
 /// 10 ms).
-const LAYOUT_ON_A_THREAD: usize = 1 << 18;
+pub(crate) const LAYOUT_ON_A_THREAD: usize = 1 << 18;
 
 /// The output layout of a ragged gather of `ids`; Ctrl-C interrupts the wait for a
 /// large one (the layout, built from copied ids, is then dropped unseen).
@@ -229,16 +229,29 @@ fn gather_ragged_into(
         if r.start == 0 && r.end == ids.len() {
             return store.gather_ragged_into(ids, layout, dest);
         }
-        let (a, b) = (cu[r.start], cu[r.end]);
-        let part = RaggedLayout {
-            cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
-            shapes: layout.shapes[r.start * ndim..r.end * ndim].to_vec(),
-            values_bytes: (b - a) as usize * itemsize,
-        };
-        let bytes = a as usize * itemsize..b as usize * itemsize;
+        let (part, bytes) = layout_part(layout, &r, ndim, itemsize);
         store.gather_ragged_into(&ids[r], &part, &mut dest[bytes])
     })
     .map_err(|h| h.into_py(py))
+}
+
+/// The part of `layout` (records of `ndim` dimensions and `itemsize`-byte elements)
+/// for its records `r`, rebased to start at 0, and the byte range of the values that
+/// part covers in the whole layout's output.
+pub(crate) fn layout_part(
+    layout: &RaggedLayout,
+    r: &std::ops::Range<usize>,
+    ndim: usize,
+    itemsize: usize,
+) -> (RaggedLayout, std::ops::Range<usize>) {
+    let cu = &layout.cu_seqlens;
+    let (a, b) = (cu[r.start], cu[r.end]);
+    let part = RaggedLayout {
+        cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
+        shapes: layout.shapes[r.start * ndim..r.end * ndim].to_vec(),
+        values_bytes: (b - a) as usize * itemsize,
+    };
+    (part, a as usize * itemsize..b as usize * itemsize)
 }
 
 /// Checks a ragged `out` array, pins it for writing and returns the pin and the view
