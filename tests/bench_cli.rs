@@ -383,7 +383,29 @@ fn loader_mode_with_a_lookahead_budget_says_what_it_chose_and_checks_its_steps()
     let o = zring_with_path(&args, None);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    assert!(stderr.contains("look-ahead: "), "{stderr}");
-    assert!(stderr.contains("(budget 64 MiB)"), "{stderr}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("delivered records equal"));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains(
+            "(look-ahead: sized from the device's queue within 64 MiB, at least 2 and 4)"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("delivered records equal"), "{stdout}");
+    // Fixed depth says so.
+    let mut args = vec!["bench", "--dir", s(dir.path()), "--mode", "loader"];
+    args.extend(tiny(&[
+        "--batch",
+        "16",
+        "--lookahead-mib",
+        "0",
+        "--workers",
+        "3",
+    ]));
+    let o = zring_with_path(&args, None);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains(", 3 workers, 4 steps read ahead (as given),"),
+        "{stdout}"
+    );
 }

@@ -11,7 +11,10 @@
 //!   [`Store::plan`](zring_engine::Store::plan) under the rule the store's source
 //!   executes (block-aligned merging for O_DIRECT, touching neighbours otherwise);
 //! - the device's queue depth (`nr_requests` of the block device under the store;
-//!   [`DEFAULT_DEVICE_DEPTH`] where there is none, e.g. tmpfs);
+//!   [`DEFAULT_DEVICE_DEPTH`] where there is none, e.g. tmpfs); none at all when
+//!   every store is read through its memory mapping (`auto` maps a store that is
+//!   resident in the page cache): no read waits for a device there, and threads
+//!   beyond the ones asked for would only compete for the cores;
 //! - the bytes one step's batch buffers take, against the budget.
 //!
 //! Steps made at once = `ceil(device depth / reads in flight per step) + 1`: the
@@ -26,7 +29,7 @@
 
 use std::fs::File;
 
-use zring_engine::{Coalesce, Store};
+use zring_engine::{Backend, Coalesce, Store};
 
 use crate::options::{LoaderOptions, Lookahead};
 use crate::view::{Kind, Plan, Source};
@@ -43,7 +46,7 @@ pub(crate) struct Figures {
     pub(crate) reads_per_step: usize,
     /// Reads one step's gather keeps in flight at most.
     pub(crate) gather_depth: usize,
-    /// Requests the device queues.
+    /// Requests the device queues (0: no read goes to a device).
     pub(crate) device_depth: usize,
 }
 
@@ -85,6 +88,7 @@ pub(crate) fn figures(plan: &Plan, indices: &[u64]) -> Figures {
     let mut reads_per_step = 0usize;
     let mut device_depth = None;
     let mut gather_depth = 1;
+    let mut reads_a_device = false;
     for stream in &plan.streams {
         for (k, shard) in indices.chunks_exact(plan.shard_len.max(1)).enumerate() {
             let Some(view) = stream.views.get(k) else {
@@ -111,6 +115,7 @@ pub(crate) fn figures(plan: &Plan, indices: &[u64]) -> Figures {
                 shard.len()
             };
             gather_depth = gather_depth.max(store.reads_in_flight());
+            reads_a_device |= store.backend() != Backend::Mmap;
             device_depth = device_depth.or_else(|| queue_depth(store));
         }
     }
@@ -118,7 +123,10 @@ pub(crate) fn figures(plan: &Plan, indices: &[u64]) -> Figures {
         step_bytes,
         reads_per_step,
         gather_depth,
-        device_depth: device_depth.unwrap_or(DEFAULT_DEVICE_DEPTH),
+        device_depth: match reads_a_device {
+            true => device_depth.unwrap_or(DEFAULT_DEVICE_DEPTH),
+            false => 0,
+        },
     }
 }
 
@@ -174,6 +182,13 @@ mod tests {
         assert_eq!((w, p), (3, 3));
         // A budget smaller than one step still runs: one worker, one place.
         assert_eq!(depth(fig(1 << 30, 8, 256), 1 << 20, 4, 4), (1, 1));
+    }
+
+    #[test]
+    fn stores_read_through_their_mapping_keep_the_asked_depth() {
+        // No device queue to fill (a resident store, mapped): exactly what was asked.
+        assert_eq!(depth(fig(1 << 20, 256, 0), 1 << 30, 2, 4), (2, 4));
+        assert_eq!(depth(fig(1 << 20, 2, 0), 1 << 30, 1, 1), (1, 1));
     }
 
     #[test]

@@ -91,10 +91,17 @@ pub struct Loader {
     shards: usize,
 }
 
+/// `lookahead_bytes` by default: the Rust loader's default budget (512 MiB; the
+/// text signature spells it out).
+const DEFAULT_LOOKAHEAD_BYTES: u64 = match Lookahead::DEFAULT {
+    Lookahead::Budget { bytes } => bytes,
+    Lookahead::Fixed => 0,
+};
+
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = None), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=None)")]
+    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(DEFAULT_LOOKAHEAD_BYTES)), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -165,7 +172,7 @@ impl Loader {
         let mut options = LoaderOptions::new(workers, prefetch).with_delivery(delivery);
         if let Some(bytes) = lookahead_bytes {
             // Sized from the device's queue within `bytes`; workers and prefetch are
-            // floors (see LoaderOptions::lookahead).
+            // floors (see LoaderOptions::lookahead). The default, as in Rust.
             options = options.with_lookahead(Lookahead::Budget { bytes });
         }
         let streams = Arc::new(infos);

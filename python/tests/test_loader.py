@@ -300,8 +300,12 @@ def test_a_lookahead_budget_sizes_the_loader_and_bounds_its_memory(tmp_path):
                 np.testing.assert_array_equal(next(loader)[0]["x"], records[ref.batch(k)])
             return loader.options, loader.stats()
 
-    fixed, _ = run(workers=3, prefetch=5)
+    fixed, _ = run(workers=3, prefetch=5, lookahead_bytes=None)
     assert fixed == {"workers": 3, "prefetch": 5, "lookahead_bytes": None, "ordered": True}
+    # The default budget: this store is in the page cache and read through its
+    # mapping, so no device queue needs filling and the asked depth stands.
+    default, _ = run(workers=3, prefetch=5)
+    assert default == {"workers": 3, "prefetch": 5, "lookahead_bytes": 512 << 20, "ordered": True}
     # Room for 3 live steps only: one worker and one ready step, whatever was asked.
     tight, stats = run(workers=4, prefetch=8, lookahead_bytes=3 * step_bytes)
     assert tight == {"workers": 1, "prefetch": 1, "lookahead_bytes": 3 * step_bytes, "ordered": True}

@@ -124,7 +124,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
         BenchMode::Loader => super::bench_loader::run(&store, &table, args)?,
     };
     let min_time = Duration::from_secs_f64((args.duration / 2.0).min(0.25));
-    let readers = readers(args);
+    let readers = readers(args, result.loader_depth);
     // A copy out of the page cache is a baseline only for warm raw reads; cold or
     // O_DIRECT runs are measured against the device (--compare fio).
     let copy = (args.mode != BenchMode::Get
@@ -188,9 +188,9 @@ fn cores() -> usize {
 
 /// Threads reading at once in this configuration: jobs x threads per gather (get
 /// mode: the concurrent getters; loader mode: (workers + 1) x threads per gather,
-/// as the consumer makes a step itself whenever none is ready, which is always when
-/// the device is the limit).
-pub(crate) fn readers(args: &BenchArgs) -> usize {
+/// with the workers the loader ran with (`loader_depth`), as the consumer makes a
+/// step itself whenever none is ready, which is always when the device is the limit).
+pub(crate) fn readers(args: &BenchArgs, loader_depth: Option<(usize, usize)>) -> usize {
     let per_gather = match args.threads {
         0 => cores(),
         t => t,
@@ -198,7 +198,7 @@ pub(crate) fn readers(args: &BenchArgs) -> usize {
     match args.mode {
         BenchMode::Gather => args.jobs * per_gather,
         BenchMode::Get => args.concurrency,
-        BenchMode::Loader => (args.workers + 1) * per_gather,
+        BenchMode::Loader => (loader_depth.map_or(args.workers, |d| d.0) + 1) * per_gather,
     }
 }
 

@@ -103,9 +103,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
     /// Loader mode: size the look-ahead from this many MiB of step memory and the
-    /// device's queue depth (the library's default), with --workers and --prefetch
-    /// as floors; 0 uses them exactly.
-    #[arg(long = "lookahead-mib", value_name = "MIB", default_value_t = 0)]
+    /// device's queue depth, with --workers and --prefetch as floors (the library's
+    /// default, 512 MiB); 0 uses them exactly.
+    #[arg(long = "lookahead-mib", value_name = "MIB", default_value_t = 512)]
     pub lookahead_mib: u64,
     /// Read backend, by the engine's name for it (auto, pread, mmap, uring).
     #[arg(long, default_value = "auto", value_parser = parse_backend)]

@@ -26,15 +26,7 @@ fn loader(store: &Store, args: &BenchArgs) -> CliResult<Loader> {
             bytes: args.lookahead_mib << 20,
         });
     }
-    let l = Loader::new([(STREAM, vec![store.clone()])], sampler, options).map_err(loader_error)?;
-    if args.lookahead_mib > 0 {
-        let o = l.options();
-        eprintln!(
-            "look-ahead: {} workers, {} ready steps (budget {} MiB)",
-            o.workers, o.prefetch, args.lookahead_mib
-        );
-    }
-    Ok(l)
+    Loader::new([(STREAM, vec![store.clone()])], sampler, options).map_err(loader_error)
 }
 
 fn loader_error(e: zring_loader::LoaderError) -> CliError {
@@ -81,6 +73,7 @@ pub(crate) fn run(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<R
     let budget = Duration::from_secs_f64(args.duration);
     let bar = progress::bar(budget.as_millis() as u64, "loader", Unit::Millis);
     let mut r = RunResult::empty(args.duration);
+    r.loader_depth = Some((l.options().workers, l.options().prefetch));
     let load = measure::LoadWindow::start();
     let cpu_before = zring_platform::process_cpu_time();
     let wall = Instant::now();

@@ -192,8 +192,9 @@ impl Report<'_> {
                 "batch": a.batch,
                 "threads": a.threads,
                 "jobs": a.jobs,
-                "workers": (a.mode == BenchMode::Loader).then_some(a.workers),
-                "prefetch": (a.mode == BenchMode::Loader).then_some(a.prefetch),
+                "workers": self.result.loader_depth.map(|d| d.0),
+                "prefetch": self.result.loader_depth.map(|d| d.1),
+                "lookahead_mib": (a.mode == BenchMode::Loader).then_some(a.lookahead_mib),
                 "backend": a.backend.name(),
                 "backend_used": self.backend.name(),
                 "backend_note": self.backend_note(),
@@ -263,14 +264,22 @@ pub fn render(rep: &Report<'_>) -> String {
             rep.backend,
             io_note(a, rep.backend)
         ),
-        BenchMode::Loader => format!(
-            "zring bench: the loader, IID steps of {} records, {} workers, {} steps read ahead, {threads} per gather, backend {}{}",
-            a.batch,
-            a.workers,
-            a.prefetch,
-            rep.backend,
-            io_note(a, rep.backend)
-        ),
+        BenchMode::Loader => {
+            let (workers, prefetch) = rep.result.loader_depth.unwrap_or((a.workers, a.prefetch));
+            let sized = match a.lookahead_mib {
+                0 => " (as given)".to_string(),
+                mib => format!(
+                    " (look-ahead: sized from the device's queue within {mib} MiB, at least {} and {})",
+                    a.workers, a.prefetch
+                ),
+            };
+            format!(
+                "zring bench: the loader, IID steps of {} records, {workers} workers, {prefetch} steps read ahead{sized}, {threads} per gather, backend {}{}",
+                a.batch,
+                rep.backend,
+                io_note(a, rep.backend)
+            )
+        }
     });
     line(String::new());
     let origin = match (&rep.replayed, rep.synthetic) {

@@ -35,6 +35,9 @@ pub struct RunResult {
     pub jobs: Vec<RunResult>,
     /// Loader mode: the process's peak resident memory during the run, bytes.
     pub peak_rss_bytes: Option<u64>,
+    /// Loader mode: the workers and ready steps the loader ran with (the look-ahead
+    /// may raise --workers and --prefetch, or lower them to fit its budget).
+    pub loader_depth: Option<(usize, usize)>,
 }
 
 impl RunResult {
@@ -52,6 +55,7 @@ impl RunResult {
             series: Series::for_duration(duration_s),
             jobs: Vec::new(),
             peak_rss_bytes: None,
+            loader_depth: None,
         }
     }
 

@@ -30,7 +30,7 @@ class Loader(_Loader, Generic[_T]):
     """Step-based, multi-stream prefetching loader (endless over a ``Sampler``).
 
     ``Loader(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True,
-    *, pinned=False, lookahead_bytes=None)``
+    *, pinned=False, lookahead_bytes=512 << 20)``
 
     - ``streams``: ``{name: [store, ...]}``, one store (view) per placement; every
       stream has the same number of views and every store the same number of
@@ -60,12 +60,14 @@ class Loader(_Loader, Generic[_T]):
     - ``ordered``: deliver steps in step order (reproducible, exact ``seek``) or as
       they finish.
     - ``pinned``: gather into page-locked buffers (needs ``RLIMIT_MEMLOCK`` room).
-    - ``lookahead_bytes``: instead of exactly ``workers`` and ``prefetch``, make as
-      many steps at once as keep the storage device's queue full across step
-      boundaries (from the reads one step plans into and the device's queue depth),
-      within this many bytes of live steps; the budget wins over ``workers`` and
-      ``prefetch``. For cold datasets read from disk. ``options`` tells what was
-      chosen. (Rust sampler only, like ``pinned``.)
+    - ``lookahead_bytes`` (512 MiB by default): make as many steps at once as keep
+      the storage device's queue full across step boundaries (from the reads one
+      step plans into and the device's queue depth), within this many bytes of live
+      steps; ``workers`` and ``prefetch`` are floors, and the budget wins over them.
+      A store read through its mapping (``auto`` maps one that is in the page
+      cache) has no device queue to fill and keeps exactly ``workers`` and
+      ``prefetch``. ``None`` uses ``workers`` and ``prefetch`` as given.
+      ``options`` tells what was chosen. (Rust sampler only, like ``pinned``.)
 
     Iterating yields, per step, a list with one dict per shard:
     ``{name: ndarray | RaggedBatch}`` whose arrays are zero-copy views of the
@@ -101,7 +103,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = None,
+        lookahead_bytes: int | None = 512 << 20,
     ) -> Self: ...
     @overload
     def __new__(  # type: ignore[misc]  # a custom sampler makes a SamplerLoader
@@ -143,7 +145,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = None,
+        lookahead_bytes: int | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(
@@ -156,7 +158,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = None,
+        lookahead_bytes: int | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(
@@ -169,7 +171,7 @@ class Loader(_Loader, Generic[_T]):
         transform: Callable[[Shard], _T],
         ordered: bool = True,
         pinned: bool = False,
-        lookahead_bytes: int | None = None,
+        lookahead_bytes: int | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(
