@@ -34,8 +34,8 @@ pub use config::{Config, UringMode};
 // Windows), opening, locking and hints, and the read-only mapping used by the `mmap`
 // backend and for mapped metadata.
 pub use file::{
-    advise_random, lock_exclusive, open_direct, open_regular, read_exact_at, write_all_at,
-    FileKind, Mapping, NotRegularFile, DIRECT_ALIGN,
+    advise_random, lock_exclusive, open_direct, open_regular, read_exact_at, start_writeback,
+    write_all_at, FileKind, Mapping, NotRegularFile, DIRECT_ALIGN,
 };
 // Publishing a file crash-safely (write under a temporary name, fsync, link).
 pub use publish::{parent_dir, PendingFile, PublishError};

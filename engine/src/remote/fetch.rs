@@ -132,6 +132,85 @@ impl Getter {
         }
         Ok(bytes)
     }
+
+    /// `range` of the object, exactly, handed to `sink` as its body arrives: in
+    /// pieces of `piece` bytes (the last one shorter) with their offsets in the
+    /// object, so that a download writes and flushes its first bytes while the
+    /// rest is in transit. `sink` returns false to stop (a failure of its own,
+    /// which it keeps); the GET then ends with `Ok`.
+    pub(crate) async fn get_pieces<Fut>(
+        &self,
+        range: Range<u64>,
+        piece: usize,
+        mut sink: impl FnMut(u64, Vec<u8>) -> Fut,
+    ) -> Result<()>
+    where
+        Fut: std::future::Future<Output = bool>,
+    {
+        use futures_util::StreamExt;
+
+        let url = &self.conn.url;
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..GetOptions::default()
+        };
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let r = self
+            .store
+            .get_opts(&self.conn.location, opts)
+            .await
+            .map_err(|e| remote_err(url, "reading a byte range", e))?;
+        if let Some(change) = self.version.differs(&r.meta) {
+            return Err(Error::ObjectChanged {
+                url: url.clone(),
+                change,
+            });
+        }
+        let piece = piece.max(1);
+        let want = range.end - range.start;
+        let mut at = range.start;
+        let mut got = 0u64;
+        let mut buf: Vec<u8> = Vec::with_capacity(piece.min(want as usize));
+        let mut body = r.into_stream();
+        while let Some(bytes) = body.next().await {
+            let bytes = bytes.map_err(|e| remote_err(url, "reading a response body", e))?;
+            self.counters
+                .bytes
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            got += bytes.len() as u64;
+            if got > want {
+                break;
+            }
+            let mut rest: &[u8] = &bytes;
+            while !rest.is_empty() {
+                let take = (piece - buf.len()).min(rest.len());
+                buf.extend_from_slice(&rest[..take]);
+                rest = &rest[take..];
+                if buf.len() == piece {
+                    let full = std::mem::replace(&mut buf, Vec::with_capacity(piece));
+                    let len = full.len() as u64;
+                    if !sink(at, full).await {
+                        return Ok(());
+                    }
+                    at += len;
+                }
+            }
+        }
+        if got != want {
+            return Err(Error::ObjectChanged {
+                url: url.clone(),
+                change: ObjectChange::RangeLength {
+                    start: range.start,
+                    end: range.end,
+                    got,
+                },
+            });
+        }
+        if !buf.is_empty() {
+            sink(at, buf).await;
+        }
+        Ok(())
+    }
 }
 
 /// A batch's GETs, started: pieces arrive in any order.

@@ -46,6 +46,8 @@ use super::runtime;
 /// a small share of its transfer, small enough that `in_flight` of them in memory
 /// stay modest (32 x 8 MiB).
 pub(crate) const PART: u64 = 8 << 20;
+/// The bytes of a download written (and their writeback started) at once.
+const WRITE_PIECE: usize = 1 << 20;
 /// The entry's file name in its key directory.
 const ENTRY: &str = "object";
 
@@ -213,14 +215,37 @@ fn fetch_into(
             }
             let (tx, getter, file) = (tx.clone(), getter.clone(), file.clone());
             tokio::spawn(async move {
-                let done = match getter.get(range.clone()).await {
-                    Err(e) => Err(Failure::Remote(e)),
-                    Ok(bytes) => tokio::task::spawn_blocking(move || {
-                        zring_platform::write_all_at(&file, &bytes, range.start)
-                            .map_err(|_| Failure::Local)
+                let local_failed = Arc::new(AtomicBool::new(false));
+                // Each piece is written (off the runtime's threads) as it arrives
+                // and its writeback started, so the device writes while the rest
+                // downloads and the fsync before publishing waits for the last
+                // pieces only: all parts run at once and would otherwise complete,
+                // and be written, together at the end (W1 over a 1 Gbit/s link: the
+                // download of 154 MB took 1.76 s with the parts written whole, the
+                // link alone needs 1.23 s).
+                let got = getter
+                    .get_pieces(range, WRITE_PIECE, |at, bytes| {
+                        let file = file.clone();
+                        let written = tokio::task::spawn_blocking(move || {
+                            zring_platform::write_all_at(&file, &bytes, at)?;
+                            // A hint: what it cannot start, the fsync writes.
+                            let _ = zring_platform::start_writeback(&file, at, bytes.len() as u64);
+                            std::io::Result::Ok(())
+                        });
+                        let failed = local_failed.clone();
+                        async move {
+                            let ok = matches!(written.await, Ok(Ok(())));
+                            if !ok {
+                                failed.store(true, Ordering::Relaxed);
+                            }
+                            ok
+                        }
                     })
-                    .await
-                    .unwrap_or(Err(Failure::Local)),
+                    .await;
+                let done = match (got, local_failed.load(Ordering::Relaxed)) {
+                    (_, true) => Err(Failure::Local),
+                    (Err(e), false) => Err(Failure::Remote(e)),
+                    (Ok(()), false) => Ok(()),
                 };
                 drop(permit);
                 // The receiver is gone once the download failed.
