@@ -47,6 +47,17 @@ impl Coalesce {
         align: 1,
     };
 
+    /// Buffered reads of compressed records: also across holes of up to a page
+    /// (records are padded to the store's alignment, so compressed neighbours
+    /// rarely touch; reading a few padding bytes costs less than a system call or
+    /// a queue entry), up to 256 KiB a read. Merged records land in scratch and are
+    /// decoded from it, where they would have landed anyway.
+    pub const COMPRESSED: Coalesce = Coalesce {
+        max_gap: Some(4096),
+        max_read: 256 << 10,
+        align: 1,
+    };
+
     /// O_DIRECT reads: whole 4 KiB blocks; records sharing a block, or separated by
     /// less than a block, are read once, up to 1 MiB a read.
     pub const DIRECT: Coalesce = Coalesce {

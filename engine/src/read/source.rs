@@ -34,6 +34,7 @@ use crate::error::{
     StoreProblem,
 };
 use crate::format::Footer;
+use crate::schema::Codec;
 
 use super::decode::{grow, grow_aligned, DecodeCtx, Decoders};
 use super::plan::{span, Coalesce, Planner, Window, WINDOW_RECORDS};
@@ -403,19 +404,84 @@ impl Reader {
             } if uring_thread_ring_ready() => {
                 (self.read_uring(file, *depth, items, ctx), Backend::Uring)
             }
-            _ => {
-                let read = || {
-                    for (i, dst) in items {
-                        let e = self.entry(i)?;
-                        self.read_record(i, &e, dst, ctx)?;
-                    }
-                    Ok(())
-                };
-                (read(), Backend::Pread)
-            }
+            _ => (self.read_preads(items, ctx), Backend::Pread),
         };
         self.served(served, count);
         result
+    }
+
+    /// Reads a task's records with `pread`: compressed records that follow each
+    /// other in the file (each starting at most a page after the previous one ends,
+    /// as the io_uring planner merges them: [`Coalesce::COMPRESSED`]) are read as
+    /// one window into scratch and decoded from it, so a sequential batch of small
+    /// compressed records costs one system call per window instead of one per
+    /// record (a record stored raw in a compressed store joins its window and is
+    /// copied out of it). Records of a raw store, and every record of an O_DIRECT
+    /// file, are read one at a time (straight into their slots, or block-aligned).
+    fn read_preads<'d>(
+        &self,
+        items: impl Iterator<Item = (u64, &'d mut [u8])>,
+        ctx: &mut DecodeCtx,
+    ) -> Result<()> {
+        let file = match &self.source {
+            Source::Pread(f) | Source::Uring { file: f, .. } if self.stored.codec != Codec::Raw => {
+                Some(f.file())
+            }
+            _ => None,
+        };
+        let Coalesce {
+            max_gap, max_read, ..
+        } = Coalesce::COMPRESSED;
+        let max_gap = max_gap.unwrap_or(0);
+        let mut items = items.peekable();
+        // On the stack: a warm gather allocates nothing per task (tests/alloc.rs).
+        let mut slots: [Option<(u64, Entry, &'d mut [u8])>; PREAD_WINDOW_RECORDS] =
+            std::array::from_fn(|_| None);
+        while let Some((i, dst)) = items.next() {
+            let e = self.entry(i)?;
+            let Some(file) = file else {
+                self.read_record(i, &e, dst, ctx)?;
+                continue;
+            };
+            let start = e.offset;
+            let mut end = e.offset + u64::from(e.stored_len);
+            slots[0] = Some((i, e, dst));
+            let mut n = 1;
+            // Each following record is looked up once: it joins the window, or
+            // starts the next one through the loop above.
+            while let Some((j, _)) = items.peek() {
+                let f = self.entry(*j)?;
+                let f_end = f.offset + u64::from(f.stored_len);
+                let follows = f.offset >= end && f.offset - end <= max_gap;
+                if !follows || f_end - start > max_read || n == PREAD_WINDOW_RECORDS {
+                    break;
+                }
+                let Some((j, d)) = items.next() else { break };
+                slots[n] = Some((j, f, d));
+                n += 1;
+                end = f_end;
+            }
+            let window = &mut slots[..n];
+            if let [Some((i, e, dst))] = window {
+                self.read_record(*i, e, dst, ctx)?;
+                continue;
+            }
+            for (i, e, dst) in window.iter().flatten() {
+                check_slot(*i, e, dst)?;
+            }
+            let DecodeCtx {
+                scratch, decoders, ..
+            } = ctx;
+            let buf = grow(scratch, (end - start) as usize);
+            // A failed window names its first record, as an io_uring read does.
+            read_exact_at(file, buf, start).map_err(|err| self.read_err(Some(i), err))?;
+            for (i, e, dst) in window.iter_mut().flatten() {
+                let skip = (e.offset - start) as usize;
+                let src = &buf[skip..skip + e.stored_len as usize];
+                self.decode_into(*i, e, src, dst, decoders)?;
+            }
+        }
+        Ok(())
     }
 
     /// The backend [`Reader::read_record`] reads with: the mapping for `mmap`, else
@@ -460,10 +526,10 @@ impl Reader {
         ctx: &mut DecodeCtx,
     ) -> Result<()> {
         let direct = file.is_direct();
-        let rule = if direct {
-            Coalesce::DIRECT
-        } else {
-            Coalesce::BUFFERED
+        let rule = match (direct, self.stored.codec) {
+            (true, _) => Coalesce::DIRECT,
+            (false, Codec::Raw) => Coalesce::BUFFERED,
+            (false, _) => Coalesce::COMPRESSED,
         };
         // Whether a read of this one record may go straight into its slot.
         let slot_ok = |e: &Entry, dst: &[u8]| match direct {
@@ -613,6 +679,9 @@ struct Windowed<'d> {
     /// Taken when its read is issued (into the slot) or completes (from scratch).
     slot: Option<&'d mut [u8]>,
 }
+
+/// The most records one `pread` window holds.
+const PREAD_WINDOW_RECORDS: usize = 32;
 
 /// A window's destination slot taken twice: a bug in the window's bookkeeping.
 fn slot_used() -> Error {
