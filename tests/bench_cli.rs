@@ -409,3 +409,47 @@ fn loader_mode_with_a_lookahead_budget_says_what_it_chose_and_checks_its_steps()
         "{stdout}"
     );
 }
+
+#[test]
+fn the_sampler_option_orders_gathers_and_steps_and_every_order_is_checked() {
+    for mode in ["sequential", "cyclic"] {
+        let v = bench_json(&[
+            "--count",
+            "300",
+            "--record-bytes",
+            "2048",
+            "--codec",
+            "zstd",
+            "--backend",
+            "pread",
+            "--sampler",
+            mode,
+            "--batch",
+            "32",
+            "--duration",
+            "0.2",
+        ]);
+        assert_eq!(v["config"]["sampler"], mode);
+        assert_eq!(v["check"]["equal"], true, "{mode}");
+        let v = bench_json(&[
+            "--count",
+            "300",
+            "--record-bytes",
+            "2048",
+            "--codec",
+            "zstd",
+            "--mode",
+            "loader",
+            "--sampler",
+            mode,
+            "--batch",
+            "32",
+            "--duration",
+            "0.2",
+        ]);
+        assert_eq!(v["check"]["equal"], true, "{mode} loader");
+    }
+    let o = zring_with_path(&["bench", "--sampler", "sorted"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("sorted"));
+}

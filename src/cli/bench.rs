@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use zring_engine::{Backend, Codec, Store, WriteOptions};
-use zring_sampler::{Mode, Sampler};
+use zring_sampler::Sampler;
 
 use super::bench_args::{read_options, BenchArgs, BenchMode, CompareWith};
 use super::bench_fio::{self, FioJob, FioOutcome};
@@ -249,7 +249,7 @@ fn copy_baseline(
         .map_err(|e| CliError::io(store.path(), "mapping the store", e))?;
     // The indices of the first timed batches of job 0, a few dozen of them: random
     // records all over the store, as the gathers read them.
-    let sampler = Sampler::new(store.len(), args.batch, Mode::Iid, args.seed)?;
+    let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let mut batches = Vec::new();
     for step in args.warmup..args.warmup + 64 {
         let indices = sampler.batch(step);
@@ -324,7 +324,7 @@ fn check_args(args: &BenchArgs) -> CliResult {
 /// Gathers one random batch and compares every record with the source. Returns how
 /// many records were compared.
 fn check_correctness(store: &Store, source: &Source<'_>, args: &BenchArgs) -> CliResult<u64> {
-    let sampler = Sampler::new(store.len(), args.batch, Mode::Iid, args.seed ^ 0xC4EC)?;
+    let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed ^ 0xC4EC)?;
     let indices = sampler.batch(0);
     if store.schema().is_ragged() {
         let batch = store.gather_ragged(&indices)?;

@@ -2,6 +2,7 @@
 //! command (`bench`) and its runs (`bench_run`, `bench_loader`, `bench_report`).
 
 use std::path::PathBuf;
+use zring_sampler::Mode;
 
 use clap::{Args, ValueEnum};
 use zring_engine::{Backend, Codec, ReadOptions};
@@ -85,6 +86,11 @@ pub struct BenchArgs {
     /// end-to-end loader.
     #[arg(long, value_enum, default_value_t = BenchMode::Gather)]
     pub mode: BenchMode,
+    /// The order gathers (and loader steps) draw records in: iid (random, with
+    /// replacement), cyclic (a shuffled permutation per epoch) or sequential (the
+    /// store's order, where neighbouring records are read together).
+    #[arg(long, value_name = "MODE", default_value = "iid", value_parser = parse_sampler)]
+    pub sampler: Mode,
     /// Records per gather (per loader step).
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
@@ -152,6 +158,11 @@ pub struct BenchArgs {
     /// reader).
     #[arg(long)]
     pub no_verify_checksums: bool,
+}
+
+fn parse_sampler(s: &str) -> Result<Mode, String> {
+    s.parse()
+        .map_err(|e: zring_sampler::SamplerError| e.to_string())
 }
 
 fn parse_backend(s: &str) -> Result<Backend, String> {

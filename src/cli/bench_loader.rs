@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use zring_engine::Store;
 use zring_loader::{Loader, LoaderOptions, Lookahead, Tensor};
-use zring_sampler::{Mode, Sampler};
+use zring_sampler::Sampler;
 
 use super::bench_args::BenchArgs;
 use super::bench_types::{differs, RunResult, Source, Table};
@@ -19,7 +19,7 @@ use super::{CliError, CliResult};
 const STREAM: &str = "records";
 
 fn loader(store: &Store, args: &BenchArgs) -> CliResult<Loader> {
-    let sampler = Sampler::new(store.len(), args.batch, Mode::Iid, args.seed)?;
+    let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let mut options = LoaderOptions::new(args.workers, args.prefetch);
     if args.lookahead_mib > 0 {
         options = options.with_lookahead(Lookahead::Budget {

@@ -190,6 +190,7 @@ impl Report<'_> {
             "store": store,
             "config": {
                 "batch": a.batch,
+                "sampler": a.sampler.as_str(),
                 "threads": a.threads,
                 "jobs": a.jobs,
                 "workers": self.result.loader_depth.map(|d| d.0),
@@ -253,7 +254,8 @@ pub fn render(rep: &Report<'_>) -> String {
     };
     line(match a.mode {
         BenchMode::Gather => format!(
-            "zring bench: random IID gathers of {} records, {threads} per gather{jobs}, backend {}{}",
+            "zring bench: {} gathers of {} records, {threads} per gather{jobs}, backend {}{}",
+            order(a.sampler),
             a.batch,
             rep.backend,
             io_note(a, rep.backend)
@@ -274,7 +276,8 @@ pub fn render(rep: &Report<'_>) -> String {
                 ),
             };
             format!(
-                "zring bench: the loader, IID steps of {} records, {workers} workers, {prefetch} steps read ahead{sized}, {threads} per gather, backend {}{}",
+                "zring bench: the loader, {} steps of {} records, {workers} workers, {prefetch} steps read ahead{sized}, {threads} per gather, backend {}{}",
+                order(a.sampler),
                 a.batch,
                 rep.backend,
                 io_note(a, rep.backend)
@@ -598,4 +601,13 @@ fn write_json(w: &WriteReport) -> Value {
         "cpu_seconds": w.cpu_seconds,
         "others_cores_busy": w.others_cores,
     })
+}
+
+/// How a sampler mode orders a batch's records, for the report's first line.
+fn order(mode: zring_sampler::Mode) -> &'static str {
+    match mode {
+        zring_sampler::Mode::Iid => "random IID",
+        zring_sampler::Mode::Cyclic => "shuffled (cyclic)",
+        zring_sampler::Mode::Sequential => "sequential",
+    }
 }

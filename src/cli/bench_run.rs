@@ -5,7 +5,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use zring_engine::Store;
-use zring_sampler::{Mode, Sampler};
+use zring_sampler::Sampler;
 
 use super::bench_args::{read_options, BenchArgs};
 use super::bench_types::{RunResult, Table};
@@ -131,7 +131,7 @@ fn prepare_gathers<'a>(
     let sampler = Sampler::new(
         store.len(),
         args.batch,
-        Mode::Iid,
+        args.sampler,
         seed_of(args.seed, job as u64),
     )?;
     let mut indices = vec![0u64; args.batch];
@@ -204,7 +204,7 @@ fn get_thread(
     let sampler = Sampler::new(
         store.len(),
         GET_INDEX_BATCH,
-        Mode::Iid,
+        args.sampler,
         seed_of(args.seed, t + 1),
     )?;
     let mut indices = vec![0u64; GET_INDEX_BATCH];
