@@ -94,11 +94,12 @@ pub(crate) struct Getter {
 }
 
 impl Getter {
-    /// `range` of the object, exactly, from the version the store opened.
-    pub(crate) async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+    /// The response to a GET of `range`, its headers checked against the version
+    /// the store opened (the body is still to be read).
+    async fn request(&self, range: Range<u64>) -> Result<object_store::GetResult> {
         let url = &self.conn.url;
         let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
+            range: Some(GetRange::Bounded(range)),
             ..GetOptions::default()
         };
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
@@ -113,6 +114,13 @@ impl Getter {
                 change,
             });
         }
+        Ok(r)
+    }
+
+    /// `range` of the object, exactly, from the version the store opened.
+    pub(crate) async fn get(&self, range: Range<u64>) -> Result<Bytes> {
+        let url = &self.conn.url;
+        let r = self.request(range.clone()).await?;
         let bytes = r
             .bytes()
             .await
@@ -150,22 +158,7 @@ impl Getter {
         use futures_util::StreamExt;
 
         let url = &self.conn.url;
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            ..GetOptions::default()
-        };
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let r = self
-            .store
-            .get_opts(&self.conn.location, opts)
-            .await
-            .map_err(|e| remote_err(url, "reading a byte range", e))?;
-        if let Some(change) = self.version.differs(&r.meta) {
-            return Err(Error::ObjectChanged {
-                url: url.clone(),
-                change,
-            });
-        }
+        let r = self.request(range.clone()).await?;
         let piece = piece.max(1);
         let want = range.end - range.start;
         let mut at = range.start;
