@@ -343,8 +343,10 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         schedule = self.plan.schedule(start, wid, nw)
         # prefetch=0: no thread, each batch gathered when asked; else one Rust worker
         # keeps up to `prefetch` batches ready (the consumer helps when it waits).
+        # Exactly that (lookahead_bytes=None): a DataLoader runs one of these per
+        # worker process, and `prefetch` is the memory the user asked for.
         workers, ready = (1, self.prefetch) if self.prefetch else (0, 1)
-        loader = Loader(self.fields, schedule, workers=workers, prefetch=ready)
+        loader = Loader(self.fields, schedule, workers=workers, prefetch=ready, lookahead_bytes=None)
         try:
             for s, shards in enumerate(loader):
                 batch = _finish(shards[0].items(), self.ragged, self.pad_value, self.transform)
