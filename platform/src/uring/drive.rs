@@ -108,6 +108,7 @@ pub(super) fn drive(
     }: Issue<'_>,
     reqs: &mut [ReadReq<'_>],
     progress: &mut [u32],
+    ready: &mut Vec<usize>,
     done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
     panicked: &mut Option<Panic>,
 ) -> io::Result<Option<usize>> {
@@ -134,8 +135,9 @@ pub(super) fn drive(
                 *first_err = Some(io::Error::other("a completion callback panicked"));
             }
         };
-    // Device reads whose callbacks have not run yet (see below).
-    let mut ready: Vec<usize> = Vec::new();
+    // Device reads whose callbacks have not run yet (see below); the caller's
+    // buffer, so a batch allocates nothing once it has grown.
+    ready.clear();
     let (submitter, mut sq, mut cq) = tr.ring.split();
     while completed < n || inflight.0 > 0 || !ready.is_empty() {
         if first_err.is_none() {

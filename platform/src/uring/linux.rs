@@ -30,6 +30,8 @@ thread_local! {
     /// Bytes done so far per request of the current batch (reused, no allocation
     /// per batch once grown).
     static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// Completed device reads whose callbacks are still to run (reused likewise).
+    static READY: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 pub(super) fn register_slab(buf: &mut [u8]) {
@@ -110,26 +112,37 @@ pub fn read_batch(
             None => Target::Fd(file.file().as_raw_fd()),
         };
         PROGRESS.with(|p| {
-            let mut progress = p.borrow_mut();
-            progress.clear();
-            progress.resize(reqs.len(), 0);
-            let issue = Issue {
-                fd,
-                depth,
-                ramp: if file.is_direct() {
-                    Ramp::Always
-                } else {
-                    Ramp::Probe
-                },
-                direct: file.is_direct(),
-                hooks: hooks.as_deref(),
-            };
-            match drive(ring, issue, reqs, &mut progress, &mut done, &mut panicked)? {
-                None => Ok(()),
-                // Refused by the kernel with nothing in flight: finish with pread (the
-                // ring is discarded and the process falls back, see `with_ring`).
-                Some(next) => finish_with_pread(file, reqs, &progress, next, &mut done),
-            }
+            READY.with(|r| {
+                let mut progress = p.borrow_mut();
+                let mut ready = r.borrow_mut();
+                progress.clear();
+                progress.resize(reqs.len(), 0);
+                let issue = Issue {
+                    fd,
+                    depth,
+                    ramp: if file.is_direct() {
+                        Ramp::Always
+                    } else {
+                        Ramp::Probe
+                    },
+                    direct: file.is_direct(),
+                    hooks: hooks.as_deref(),
+                };
+                match drive(
+                    ring,
+                    issue,
+                    reqs,
+                    &mut progress,
+                    &mut ready,
+                    &mut done,
+                    &mut panicked,
+                )? {
+                    None => Ok(()),
+                    // Refused by the kernel with nothing in flight: finish with pread (the
+                    // ring is discarded and the process falls back, see `with_ring`).
+                    Some(next) => finish_with_pread(file, reqs, &progress, next, &mut done),
+                }
+            })
         })
     });
     if let Some(payload) = panicked {
