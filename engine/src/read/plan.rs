@@ -67,6 +67,20 @@ impl Coalesce {
     };
 }
 
+impl Coalesce {
+    /// Whether record `e` joins the read covering `read` under this rule, the
+    /// batch's previous record having ended at `prev_end`: it lies forward in the
+    /// file, within `max_gap` of the read, and the read stays within `max_read`.
+    pub fn joins(&self, read: Range<u64>, prev_end: u64, e: &Entry) -> bool {
+        let (start, end) = span(e, self.align);
+        self.max_gap.is_some_and(|gap| {
+            e.offset >= prev_end
+                && start.saturating_sub(read.end) <= gap
+                && end.max(read.end) - read.start <= self.max_read
+        })
+    }
+}
+
 /// One read of a plan: `len` bytes at `offset`, holding the records at batch
 /// positions `records` (consecutive in the batch).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,12 +147,7 @@ impl Planner {
         let prev_end = std::mem::replace(&mut self.prev_end, e.offset + u64::from(e.stored_len));
         if let Some(last) = self.reads.last_mut() {
             let last_end = last.offset + last.len;
-            let merges = rule.max_gap.is_some_and(|gap| {
-                e.offset >= prev_end
-                    && start.saturating_sub(last_end) <= gap
-                    && end.max(last_end) - last.offset <= rule.max_read
-            });
-            if merges {
+            if rule.joins(last.offset..last_end, prev_end, e) {
                 last.len = end.max(last_end) - last.offset;
                 last.records.end = k + 1;
                 return true;

@@ -429,10 +429,7 @@ impl Reader {
             }
             _ => None,
         };
-        let Coalesce {
-            max_gap, max_read, ..
-        } = Coalesce::COMPRESSED;
-        let max_gap = max_gap.unwrap_or(0);
+        let rule = Coalesce::COMPRESSED;
         let mut items = items.peekable();
         // On the stack: a warm gather allocates nothing per task (tests/alloc.rs).
         let mut slots: [Option<(u64, Entry, &'d mut [u8])>; PREAD_WINDOW_RECORDS] =
@@ -451,15 +448,13 @@ impl Reader {
             // starts the next one through the loop above.
             while let Some((j, _)) = items.peek() {
                 let f = self.entry(*j)?;
-                let f_end = f.offset + u64::from(f.stored_len);
-                let follows = f.offset >= end && f.offset - end <= max_gap;
-                if !follows || f_end - start > max_read || n == PREAD_WINDOW_RECORDS {
+                if n == PREAD_WINDOW_RECORDS || !rule.joins(start..end, end, &f) {
                     break;
                 }
                 let Some((j, d)) = items.next() else { break };
                 slots[n] = Some((j, f, d));
                 n += 1;
-                end = f_end;
+                end = f.offset + u64::from(f.stored_len);
             }
             let window = &mut slots[..n];
             if let [Some((i, e, dst))] = window {
