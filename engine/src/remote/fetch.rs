@@ -144,14 +144,14 @@ impl Getter {
     /// `range` of the object, exactly, handed to `sink` as its body arrives: in
     /// pieces of `piece` bytes (the last one shorter) with their offsets in the
     /// object, so that a download writes and flushes its first bytes while the
-    /// rest is in transit. `sink` returns false to stop (a failure of its own,
-    /// which it keeps); the GET then ends with `Ok`.
+    /// rest is in transit. `sink` returns false to stop (a failure of its own);
+    /// the result is then `Ok(false)`, and `Ok(true)` once every piece was taken.
     pub(crate) async fn get_pieces<Fut>(
         &self,
         range: Range<u64>,
         piece: usize,
         mut sink: impl FnMut(u64, Vec<u8>) -> Fut,
-    ) -> Result<()>
+    ) -> Result<bool>
     where
         Fut: std::future::Future<Output = bool>,
     {
@@ -183,7 +183,7 @@ impl Getter {
                     let full = std::mem::replace(&mut buf, Vec::with_capacity(piece));
                     let len = full.len() as u64;
                     if !sink(at, full).await {
-                        return Ok(());
+                        return Ok(false);
                     }
                     at += len;
                 }
@@ -199,10 +199,7 @@ impl Getter {
                 },
             });
         }
-        if !buf.is_empty() {
-            sink(at, buf).await;
-        }
-        Ok(())
+        Ok(buf.is_empty() || sink(at, buf).await)
     }
 }
 

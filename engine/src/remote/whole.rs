@@ -215,7 +215,6 @@ fn fetch_into(
             }
             let (tx, getter, file) = (tx.clone(), getter.clone(), file.clone());
             tokio::spawn(async move {
-                let local_failed = Arc::new(AtomicBool::new(false));
                 // Each piece is written (off the runtime's threads) as it arrives
                 // and its writeback started, so the device writes while the rest
                 // downloads and the fsync before publishing waits for the last
@@ -232,20 +231,14 @@ fn fetch_into(
                             let _ = zring_platform::start_writeback(&file, at, bytes.len() as u64);
                             std::io::Result::Ok(())
                         });
-                        let failed = local_failed.clone();
-                        async move {
-                            let ok = matches!(written.await, Ok(Ok(())));
-                            if !ok {
-                                failed.store(true, Ordering::Relaxed);
-                            }
-                            ok
-                        }
+                        async move { matches!(written.await, Ok(Ok(()))) }
                     })
                     .await;
-                let done = match (got, local_failed.load(Ordering::Relaxed)) {
-                    (_, true) => Err(Failure::Local),
-                    (Err(e), false) => Err(Failure::Remote(e)),
-                    (Ok(()), false) => Ok(()),
+                let done = match got {
+                    Ok(true) => Ok(()),
+                    // The sink stopped: a piece could not be written.
+                    Ok(false) => Err(Failure::Local),
+                    Err(e) => Err(Failure::Remote(e)),
                 };
                 drop(permit);
                 // The receiver is gone once the download failed.
