@@ -247,8 +247,8 @@ fn copy_baseline(
         .map_err(|e| CliError::io(store.path(), "opening the store", e))?;
     let map = zring_platform::Mapping::new(&file)
         .map_err(|e| CliError::io(store.path(), "mapping the store", e))?;
-    // The indices of the first timed batches of job 0, a few dozen of them: random
-    // records all over the store, as the gathers read them.
+    // The indices of the first timed batches of job 0, a few dozen of them, in the
+    // sampler's order, as the gathers read them.
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let mut batches = Vec::new();
     for step in args.warmup..args.warmup + 64 {
@@ -321,8 +321,8 @@ fn check_args(args: &BenchArgs) -> CliResult {
     Ok(())
 }
 
-/// Gathers one random batch and compares every record with the source. Returns how
-/// many records were compared.
+/// Gathers one batch (in the sampler's order) and compares every record with the
+/// source. Returns how many records were compared.
 fn check_correctness(store: &Store, source: &Source<'_>, args: &BenchArgs) -> CliResult<u64> {
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed ^ 0xC4EC)?;
     let indices = sampler.batch(0);

@@ -2,10 +2,10 @@
 //! command (`bench`) and its runs (`bench_run`, `bench_loader`, `bench_report`).
 
 use std::path::PathBuf;
-use zring_sampler::Mode;
 
 use clap::{Args, ValueEnum};
 use zring_engine::{Backend, Codec, ReadOptions};
+use zring_sampler::Mode;
 
 use super::pack::DEFAULT_DICT_BYTES;
 use super::parse_codec;
