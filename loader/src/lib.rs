@@ -41,7 +41,7 @@
 //! most `workers + prefetch` steps are alive besides those the consumer holds.
 //! By default ([`Lookahead::Budget`]) `workers` and `prefetch` are sized at
 //! construction: enough steps made at once that their reads keep the device's
-//! queue (`nr_requests`) full across step boundaries, within a memory budget
+//! queue (its hardware queue's depth) full across step boundaries, within a memory budget
 //! (512 MiB unless set); [`Loader::options`] shows the result.
 //! A consumer that finds no step ready makes the next one itself when it has a
 //! place in that buffer, instead of sleeping ([`LoaderOptions::consumer_helps`]).

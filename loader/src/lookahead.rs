@@ -10,8 +10,10 @@
 //! - the reads one step needs: step `start`'s records planned with
 //!   [`Store::plan`](zring_engine::Store::plan) under the rule the store's source
 //!   executes (block-aligned merging for O_DIRECT, touching neighbours otherwise);
-//! - the device's queue depth (`nr_requests` of the block device under the store;
-//!   [`DEFAULT_DEVICE_DEPTH`] where there is none, e.g. tmpfs); none at all when
+//! - the device's queue depth (what the block device under the store works on at
+//!   once, [`zring_platform::device_queue_depth`]: its hardware queue's tags, not
+//!   the larger scheduler queue in front of them; [`DEFAULT_DEVICE_DEPTH`] where
+//!   there is none, e.g. tmpfs); none at all when
 //!   every store is read through its memory mapping (`auto` maps a store that is
 //!   resident in the page cache): no read waits for a device there, and threads
 //!   beyond the ones asked for would only compete for the cores;

@@ -30,10 +30,14 @@ fn meminfo_field(text: &str, name: &str) -> Option<u64> {
     })
 }
 
-/// How many requests the block device holding `file` queues at once
-/// (`queue/nr_requests` of the device, or of the whole disk for a partition):
-/// the most reads it is worth keeping in flight. `None` for files not on a block
-/// device (tmpfs, network file systems) or off Linux.
+/// How many reads the block device holding `file` works on at once: the most reads
+/// it is worth keeping in flight. That is the hardware queue's depth (`nr_tags` of a
+/// blk-mq hardware queue), capped by what the I/O scheduler queues per hardware
+/// queue (`queue/nr_requests`); reads beyond the hardware's tags wait in the
+/// scheduler, adding latency and buffers and no throughput (a virtio disk with 128
+/// tags and `nr_requests` 256 reads no faster with 256 in flight than with 128).
+/// A partition's queue is its disk's. `None` for files not on a block device (tmpfs,
+/// network file systems) or off Linux.
 pub fn device_queue_depth(file: &File) -> Option<usize> {
     #[cfg(target_os = "linux")]
     {
@@ -44,19 +48,38 @@ pub fn device_queue_depth(file: &File) -> Option<usize> {
         let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
         let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
         // A partition has no queue of its own: its parent directory is the disk.
-        [
-            base.join("queue/nr_requests"),
-            base.join("../queue/nr_requests"),
-        ]
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
+        [base.clone(), base.join("..")]
+            .iter()
+            .find_map(|disk| disk_queue_depth(disk))
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = file;
         None
+    }
+}
+
+/// The depth of the disk whose sysfs directory is `disk`: the deepest hardware
+/// queue's `mq/*/nr_tags`, no more than `queue/nr_requests`; either alone where the
+/// other is missing (a device without blk-mq hardware queues, or a scheduler-less
+/// view), `None` where neither is readable.
+fn disk_queue_depth(disk: &std::path::Path) -> Option<usize> {
+    let read = |p: PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+    };
+    let requests = read(disk.join("queue/nr_requests"));
+    let tags = std::fs::read_dir(disk.join("mq"))
+        .ok()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| read(e.ok()?.path().join("nr_tags")))
+        .max();
+    match (requests, tags) {
+        (Some(r), Some(t)) => Some(r.min(t)),
+        (r, t) => r.or(t),
     }
 }
 
@@ -108,6 +131,47 @@ mod tests {
         assert_eq!(meminfo_field(text, "MemTotal"), Some(16318412 * 1024));
         assert_eq!(meminfo_field(text, "Cached"), Some(1024 * 1024));
         assert_eq!(meminfo_field(text, "SwapCached"), None);
+    }
+
+    /// Writes `files` (path relative to the disk directory, contents) under a
+    /// fresh directory standing for `/sys/dev/block/M:N`.
+    fn fake_disk(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+        dir
+    }
+
+    #[test]
+    fn the_depth_is_the_hardware_queue_capped_by_the_scheduler() {
+        // A virtio disk: 128 tags, mq-deadline queueing 256.
+        let virtio = fake_disk(&[("queue/nr_requests", "256\n"), ("mq/0/nr_tags", "128\n")]);
+        assert_eq!(disk_queue_depth(virtio.path()), Some(128));
+        // An NVMe drive with a queue per core: one queue's depth, not their sum.
+        let nvme = fake_disk(&[
+            ("queue/nr_requests", "1023\n"),
+            ("mq/0/nr_tags", "1023\n"),
+            ("mq/1/nr_tags", "1023\n"),
+        ]);
+        assert_eq!(disk_queue_depth(nvme.path()), Some(1023));
+        // A scheduler queueing less than the hardware takes.
+        let capped = fake_disk(&[("queue/nr_requests", "64\n"), ("mq/0/nr_tags", "256\n")]);
+        assert_eq!(disk_queue_depth(capped.path()), Some(64));
+    }
+
+    #[test]
+    fn a_missing_or_unreadable_figure_falls_back_to_the_other_or_none() {
+        let no_mq = fake_disk(&[("queue/nr_requests", "256\n")]);
+        assert_eq!(disk_queue_depth(no_mq.path()), Some(256));
+        let no_requests = fake_disk(&[("mq/0/nr_tags", "32\n")]);
+        assert_eq!(disk_queue_depth(no_requests.path()), Some(32));
+        let garbage = fake_disk(&[("queue/nr_requests", "many\n"), ("mq/0/nr_tags", "0\n")]);
+        assert_eq!(disk_queue_depth(garbage.path()), None);
+        let empty = fake_disk(&[]);
+        assert_eq!(disk_queue_depth(empty.path()), None);
     }
 
     #[cfg(target_os = "linux")]
