@@ -40,6 +40,12 @@ class Bystander:
             time.sleep(0.001)
         sys.setswitchinterval(1000.0)
         try:
+            # A bystander already waiting for the GIL waits with the old interval and
+            # would force one hand-over when it runs out: let it take a step first,
+            # so that its next wait starts under the new interval.
+            settled = self.n
+            while self.n == settled:
+                time.sleep(0.001)
             before = self.n
             fn()
             return self.n - before
