@@ -27,11 +27,21 @@ pub(super) fn probe() -> bool {
 }
 
 thread_local! {
-    /// Bytes done so far per request of the current batch (reused, no allocation
-    /// per batch once grown).
-    static PROGRESS: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
-    /// Completed device reads whose callbacks are still to run (reused likewise).
-    static READY: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The current batch's bookkeeping, reused: no allocation per batch once grown.
+    static BOOKS: RefCell<Books> = const {
+        RefCell::new(Books {
+            progress: Vec::new(),
+            ready: Vec::new(),
+        })
+    };
+}
+
+/// What [`drive`] keeps per batch.
+struct Books {
+    /// Bytes done so far per request.
+    progress: Vec<u32>,
+    /// Completed device reads whose callbacks are still to run.
+    ready: Vec<usize>,
 }
 
 pub(super) fn register_slab(buf: &mut [u8]) {
@@ -111,38 +121,27 @@ pub fn read_batch(
             Some(k) => Target::Fixed(k),
             None => Target::Fd(file.file().as_raw_fd()),
         };
-        PROGRESS.with(|p| {
-            READY.with(|r| {
-                let mut progress = p.borrow_mut();
-                let mut ready = r.borrow_mut();
-                progress.clear();
-                progress.resize(reqs.len(), 0);
-                let issue = Issue {
-                    fd,
-                    depth,
-                    ramp: if file.is_direct() {
-                        Ramp::Always
-                    } else {
-                        Ramp::Probe
-                    },
-                    direct: file.is_direct(),
-                    hooks: hooks.as_deref(),
-                };
-                match drive(
-                    ring,
-                    issue,
-                    reqs,
-                    &mut progress,
-                    &mut ready,
-                    &mut done,
-                    &mut panicked,
-                )? {
-                    None => Ok(()),
-                    // Refused by the kernel with nothing in flight: finish with pread (the
-                    // ring is discarded and the process falls back, see `with_ring`).
-                    Some(next) => finish_with_pread(file, reqs, &progress, next, &mut done),
-                }
-            })
+        BOOKS.with(|books| {
+            let Books { progress, ready } = &mut *books.borrow_mut();
+            progress.clear();
+            progress.resize(reqs.len(), 0);
+            let issue = Issue {
+                fd,
+                depth,
+                ramp: if file.is_direct() {
+                    Ramp::Always
+                } else {
+                    Ramp::Probe
+                },
+                direct: file.is_direct(),
+                hooks: hooks.as_deref(),
+            };
+            match drive(ring, issue, reqs, progress, ready, &mut done, &mut panicked)? {
+                None => Ok(()),
+                // Refused by the kernel with nothing in flight: finish with pread (the
+                // ring is discarded and the process falls back, see `with_ring`).
+                Some(next) => finish_with_pread(file, reqs, progress, next, &mut done),
+            }
         })
     });
     if let Some(payload) = panicked {
