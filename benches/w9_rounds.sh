@@ -27,16 +27,23 @@ run() {
     LA) "$ZRING" bench "${LOADER[@]}" 2>&1 | records_per_s ;;
     W*) "$ZRING" bench "${LOADER[@]}" --lookahead-mib 0 --workers "${1#W}" --prefetch "${1#W}" 2>&1 \
             | records_per_s ;;
-    *) echo "unknown configuration $1" >&2; exit 2 ;;
     esac
 }
+
+for config in "$@"; do
+    [[ $config =~ ^(fio[0-9]+|LA|W[0-9]+)$ ]] || { echo "unknown configuration $config" >&2; exit 2; }
+done
 
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 for round in $(seq "$ROUNDS"); do
     for config in $(printf '%s\n' "$@" | shuf); do
         sync; echo 3 > /proc/sys/vm/drop_caches
-        echo "$round $config $(run "$config")" | tee -a "$LOG"
+        # An assignment fails with its command, so a failed run stops the script
+        # instead of leaving a line without a figure.
+        value=$(run "$config")
+        [ -n "$value" ] || { echo "$config printed no figure" >&2; exit 1; }
+        echo "$round $config $value" | tee -a "$LOG"
     done
 done
 
