@@ -83,14 +83,19 @@ fn info_and_verify_describe_and_check_a_dataset() {
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("ok: "));
 
     // Flip a byte of one shard's text payload: verify names that store.
-    let victim = ds.join("data").join("v000001-000001.text.zr");
+    let victim_name = std::fs::read_dir(ds.join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("v000001-000001-") && n.ends_with(".text.zr"))
+        .unwrap();
+    let victim = ds.join("data").join(&victim_name);
     let mut bytes = std::fs::read(&victim).unwrap();
     bytes[4096] ^= 0xff; // record 0 (raw: one byte does not shrink)
     std::fs::write(&victim, bytes).unwrap();
     let o = zring(&["verify", p]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("v000001-000001.text.zr"), "{err}");
+    assert!(err.contains(&victim_name), "{err}");
 
     // A damaged manifest is refused by both.
     let manifest = ds.join("manifest.json");

@@ -283,14 +283,19 @@ fn gc_keeps_the_newest_versions_and_what_they_name_and_removes_the_rest() {
     b.publish().unwrap();
     // A killed writer of v5 left a store; a dead process's temporary files (pid 2^31
     // - 2 is never alive here), one old enough and one fresh; a live process's.
-    let v5 = path.join("data/v000005-000000.tokens.zr");
-    std::fs::copy(path.join("data/v000004-000000.tokens.zr"), &v5).unwrap();
+    let v5 = path.join("data/v000005-000000-0123456789abcdef.tokens.zr");
+    let v4_tokens = listing(&path, "data")
+        .into_iter()
+        .find(|n| n.starts_with("v000004-000000-") && n.ends_with(".tokens.zr"))
+        .unwrap();
+    std::fs::copy(path.join("data").join(v4_tokens), &v5).unwrap();
     let dead = 2_147_483_646u32;
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
     let stale = [
         path.join(format!("data/.v000005-000001.label.zr.{dead}.0.zr-tmp")),
         path.join(format!(".manifest.json.{dead}.tmp")),
         path.join(format!("manifests/.0000000005.json.{dead}.tmp")),
+        path.join(format!("manifests/.0000000005.json.{dead}.3.tmp")),
     ];
     let fresh = path.join(format!("data/.v000005-000002.label.zr.{dead}.1.zr-tmp"));
     let live = path.join(format!(
@@ -321,7 +326,7 @@ fn gc_keeps_the_newest_versions_and_what_they_name_and_removes_the_rest() {
         3 * 3,
         "v1's 2 shards and v2's 1, 3 fields"
     );
-    assert_eq!(report.temps.len(), 3);
+    assert_eq!(report.temps.len(), 4);
     assert!(report.bytes > 0);
     assert_eq!(
         listing(&path, "manifests"),

@@ -28,7 +28,8 @@ pub enum Op<'a> {
     Sync { path: &'a Path },
     /// Give the file at `from` a second name `to` (fails if `to` exists).
     Link { from: &'a Path, to: &'a Path },
-    /// Move `from` to `to`, replacing `to`.
+    /// Move `from` to `to`: replacing `to`, or (where hard links are refused and the
+    /// publication must not replace) only if `to` does not exist.
     Rename { from: &'a Path, to: &'a Path },
     /// Remove the name `path`.
     Remove { path: &'a Path },

@@ -293,6 +293,53 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// Renames `from` to `to` only if `to` does not exist, atomically (Linux
+/// `renameat2(RENAME_NOREPLACE)`): an existing `to` is `AlreadyExists`. Where the
+/// kernel or the file system cannot do it, `Unsupported`.
+pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in a path"))
+        };
+        let (from_c, to_c) = (c(from)?, c(to)?);
+        // SAFETY: renameat2 only reads the two NUL-terminated paths, which live until
+        // the call returns; AT_FDCWD makes them relative to the working directory like
+        // rename(2).
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from_c.as_ptr(),
+                libc::AT_FDCWD,
+                to_c.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "renaming without replacing is not supported here",
+            )),
+            _ => Err(err),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (from, to);
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "renaming without replacing is not supported here",
+        ))
+    }
+}
+
 /// Tells the kernel that reads of `file` will be random, so it does not waste page
 /// cache and bandwidth on readahead. Advisory: errors are ignored.
 pub fn advise_random(file: &File) {
@@ -561,6 +608,27 @@ mod tests {
             let err = start_writeback(&f, u64::MAX, 1).expect_err("offset beyond off64_t");
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         }
+    }
+
+    #[test]
+    fn rename_noreplace_moves_a_file_and_never_replaces_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        std::fs::write(&a, b"first").expect("write");
+        std::fs::write(&b, b"second").expect("write");
+        match rename_noreplace(&a, &b) {
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => return,
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}"),
+            Ok(()) => panic!("replaced an existing file"),
+        }
+        assert_eq!(std::fs::read(&b).expect("read"), b"second");
+        rename_noreplace(&a, &c).expect("a free name");
+        assert!(!a.exists());
+        assert_eq!(std::fs::read(&c).expect("read"), b"first");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //!
 //! The protocol: write everything into a new file beside the destination, `fsync` it
 //! (its data and size are durable), give it the final name (a hard link, which fails
-//! if the name exists, unless replacing was asked for: then `rename`, which replaces
+//! if the name exists; where hard links are refused, `renameat2` with
+//! `RENAME_NOREPLACE`; when replacing was asked for, `rename`, which replaces
 //! atomically), remove the temporary name, and `fsync` the directory (the new name is
 //! durable). Every step goes through [`crate::faults`], so tests can fail or record it.
 
@@ -128,6 +129,7 @@ impl PendingFile {
         drop(self.file);
         let tmp = self.path;
         let mut linked = false;
+        let mut renamed = false;
         if !replace {
             match check(&Op::Link {
                 from: &tmp,
@@ -139,15 +141,36 @@ impl PendingFile {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                     return Err(PublishError::Exists)
                 }
-                // File systems without hard links: check, then rename.
-                Err(_) if dest.exists() => return Err(PublishError::Exists),
-                Err(_) => {}
+                // File systems without hard links: a rename that does not replace,
+                // as atomic as the link.
+                Err(_) => match check(&Op::Rename {
+                    from: &tmp,
+                    to: dest,
+                })
+                .and_then(|()| crate::file::rename_noreplace(&tmp, dest))
+                {
+                    Ok(()) => renamed = true,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        return Err(PublishError::Exists)
+                    }
+                    // Neither can be done atomically here: check, then rename. Two
+                    // publications racing for one name can both pass the check on such
+                    // a file system (docs/format.md says which ones).
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                        if dest.exists() {
+                            return Err(PublishError::Exists);
+                        }
+                    }
+                    Err(e) => {
+                        return Err(io_err("renaming the new file into place", dest, e, false))
+                    }
+                },
             }
         }
         if linked {
             // The final name is in place; the temporary one is only clutter now.
             let _ = check(&Op::Remove { path: &tmp }).and_then(|()| fs::remove_file(&tmp));
-        } else {
+        } else if !renamed {
             check(&Op::Rename {
                 from: &tmp,
                 to: dest,

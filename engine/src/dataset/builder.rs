@@ -1,20 +1,27 @@
 //! Creating and growing a dataset: stores first, then one atomic manifest.
 //!
 //! The builder names each new shard's store files (under `data/`, with the manifest
-//! version they are written for, so a rerun after a crash never collides with a
-//! published store). The caller writes those stores with [`crate::Writer`] (which
-//! publishes each one atomically), reports each shard with `add_shard`, and
-//! `publish` writes the manifest: first `manifests/<version>.json`, then
-//! `manifest.json`, each through a temporary file, fsync, rename and a directory
-//! fsync. Until `manifest.json` is renamed, readers see the previous version (or no
-//! dataset); stores of an unpublished version are never named by any manifest.
+//! version they are written for and a name of their own for this builder, so neither
+//! a rerun after a crash nor a concurrent writer building the same version ever
+//! writes to a file another writer wrote). The caller writes those stores with
+//! [`crate::Writer`] (which publishes each one atomically), reports each shard with
+//! `add_shard`, and `publish` commits the version by creating
+//! `manifests/<version>.json` only if it is absent (a hard link from a fsynced
+//! temporary file, which fails if the name exists), then points `manifest.json` at
+//! it. Of two writers that built on the same version, exactly one creates the next
+//! version's manifest; the other gets [`ManifestProblem::Conflict`] and publishes
+//! nothing. Readers find the newest committed version even while `manifest.json`
+//! lags (see `location::read_current`); stores of an unpublished version are never
+//! named by any manifest.
 
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use zring_platform::{parent_dir, PendingFile, PublishError};
 
-use super::location::{version_path, LocalDir, Location};
+use super::location::{read_current, version_path, LocalDir};
 use super::manifest::{Field, Manifest, Shard, DATA_DIR, MANIFEST_FILE, VERSIONS_DIR};
 use super::{check_store, is_dataset};
 use crate::error::{Error, ManifestProblem, Result, ShardMismatch};
@@ -32,6 +39,9 @@ pub struct DatasetBuilder {
     kept: Vec<Shard>,
     fields: Vec<Field>,
     added: Vec<Shard>,
+    /// This builder's part of its store names: unique to it, so two writers building
+    /// the same version never write the same file.
+    writer: String,
 }
 
 impl DatasetBuilder {
@@ -46,7 +56,7 @@ impl DatasetBuilder {
         let dir = dir.as_ref().to_path_buf();
         let base_version = match is_dataset(&dir) {
             true if !overwrite => return Err(Error::AlreadyExists { path: dir }),
-            true => read_current(&dir)?.version,
+            true => read_current(&LocalDir::new(&dir))?.version,
             false => 0,
         };
         let fields: Vec<Field> = fields
@@ -66,6 +76,7 @@ impl DatasetBuilder {
             kept: Vec::new(),
             fields,
             added: Vec::new(),
+            writer: writer_name(),
         })
     }
 
@@ -73,7 +84,7 @@ impl DatasetBuilder {
     /// whatever shards are added.
     pub fn append(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let current = read_current(&dir)?;
+        let current = read_current(&LocalDir::new(&dir))?;
         Self::prepare(&dir)?;
         Ok(Self {
             dir,
@@ -81,6 +92,7 @@ impl DatasetBuilder {
             kept: current.shards,
             fields: current.fields,
             added: Vec::new(),
+            writer: writer_name(),
         })
     }
 
@@ -108,7 +120,11 @@ impl DatasetBuilder {
     }
 
     fn relative(&self, shard: usize, field: &str) -> String {
-        format!("{DATA_DIR}/v{:06}-{shard:06}.{field}.zr", self.version())
+        format!(
+            "{DATA_DIR}/v{:06}-{shard:06}-{}.{field}.zr",
+            self.version(),
+            self.writer
+        )
     }
 
     /// The store paths (one per field, in field order) of new shard number `shard`
@@ -147,55 +163,78 @@ impl DatasetBuilder {
         Ok(())
     }
 
-    /// Publishes the new version atomically and returns its manifest. Fails, and
-    /// publishes nothing, if another writer published a version since this builder
-    /// started.
+    /// Publishes the new version atomically and returns its manifest. Fails with
+    /// [`ManifestProblem::Conflict`], and publishes nothing, if another writer
+    /// published a version since this builder started.
     pub fn publish(self) -> Result<Manifest> {
         let now = match is_dataset(&self.dir) {
-            true => read_current(&self.dir)?.version,
+            true => read_current(&LocalDir::new(&self.dir))?.version,
             false => 0,
         };
-        if now != self.base_version {
-            return Err(Error::manifest(
+        let conflict = |published| {
+            Error::manifest(
                 &self.dir,
                 ManifestProblem::Conflict {
-                    published: now,
+                    published,
                     base: self.base_version,
                 },
-            ));
+            )
+        };
+        // Only an early answer: two writers can both pass it, and the version's
+        // manifest being created only if absent is what decides between them.
+        if now != self.base_version {
+            return Err(conflict(now));
         }
-        let mut shards = self.kept;
-        shards.extend(self.added);
+        let mut shards = self.kept.clone();
+        shards.extend(self.added.iter().cloned());
         let m = Manifest {
             version: self.base_version + 1,
-            fields: self.fields,
+            fields: self.fields.clone(),
             shards,
         };
         m.validate()
             .map_err(|problem| Error::manifest(&self.dir, problem))?;
         let text = m.to_json();
-        write_atomic(&version_path(&self.dir, m.version), text.as_bytes())?;
-        write_atomic(&self.dir.join(MANIFEST_FILE), text.as_bytes())?;
+        if !write_atomic(&version_path(&self.dir, m.version), text.as_bytes(), false)? {
+            return Err(conflict(m.version));
+        }
+        // The version is committed and durable: readers find it even where the pointer
+        // lags, so a failure to move the pointer must not tell the caller that nothing
+        // was published (a retry would publish the same records twice).
+        let _ = write_atomic(&self.dir.join(MANIFEST_FILE), text.as_bytes(), true);
         Ok(m)
     }
 }
 
-/// The current manifest of the dataset in `dir`, parsed.
-fn read_current(dir: &Path) -> Result<Manifest> {
-    let text = LocalDir::new(dir).read_manifest(None)?;
-    Manifest::from_json(&text).map_err(|problem| Error::manifest(dir, problem))
+/// A name for one builder's stores: 16 hex digits, different for every builder on
+/// every host. Uniqueness is all it needs, not unpredictability: the standard
+/// library's randomly keyed hasher (keys from the OS, advanced per instance) over the
+/// process, the time and a counter gives that without a dependency.
+fn writer_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    format!("{:016x}", h.finish())
 }
 
-/// Writes `bytes` to `path` so that `path` is either its old content or all of the
-/// new one, and survives a crash once this returns (the platform's publication
-/// protocol: temporary file, fsync, rename, directory fsync).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` so that `path` is either absent (or its old content) or
+/// all of the new one, and survives a crash once this returns (the platform's
+/// publication protocol: temporary file, fsync, link or rename, directory fsync).
+/// Without `replace`, returns `Ok(false)` and changes nothing when `path` exists.
+fn write_atomic(path: &Path, bytes: &[u8], replace: bool) -> Result<bool> {
+    static TEMPS: AtomicU64 = AtomicU64::new(0);
     let dir = parent_dir(path);
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // Each write has its own temporary name, so threads of one process never share one.
+    let n = TEMPS.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     // A temporary file of an earlier, killed process with this pid is only clutter.
     let _ = fs::remove_file(&tmp);
     let pending = PendingFile::create(&tmp)
@@ -204,20 +243,26 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         pending.discard();
         return Err(Error::io(&tmp, "writing the manifest", e));
     }
-    pending.publish(path, true).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        match e {
-            PublishError::Io {
-                step, path, source, ..
-            } => Error::io(path, step, source),
-            // Replacing was asked for, so the name being taken is not an error the
-            // protocol reports; kept for its non-exhaustive enum.
-            other => Error::manifest(
-                path,
-                ManifestProblem::Publish {
-                    source: std::sync::Arc::new(other),
-                },
-            ),
+    match pending.publish(path, replace) {
+        Ok(()) => Ok(true),
+        Err(PublishError::Exists) => {
+            let _ = fs::remove_file(&tmp);
+            Ok(false)
         }
-    })
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(match e {
+                PublishError::Io {
+                    step, path, source, ..
+                } => Error::io(path, step, source),
+                // The platform's enum is non-exhaustive: a step it may name later.
+                other => Error::manifest(
+                    path,
+                    ManifestProblem::Publish {
+                        source: std::sync::Arc::new(other),
+                    },
+                ),
+            })
+        }
+    }
 }

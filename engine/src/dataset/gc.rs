@@ -11,7 +11,7 @@
 //!   whose `<version>` is not newer than the current one (a writer building the next
 //!   version writes stores named with it, so they are never touched);
 //! - temporary files of writers whose process is gone and that have not changed for
-//!   a minute (`data/.<name>.<pid>.<n>.zr-tmp`, `.<name>.<pid>.tmp` beside a
+//!   a minute (`data/.<name>.<pid>.<n>.zr-tmp`, `.<name>.<pid>.<n>.tmp` beside a
 //!   manifest).
 //!
 //! Manifests go before the stores they name, so an interruption never leaves a
@@ -60,20 +60,17 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
         return Err(Error::InvalidArgument(ArgumentError::GcKeepNone));
     }
     let location = LocalDir::new(dir);
-    let parse = |version: Option<u64>| -> Result<Manifest> {
-        let text = location.read_manifest(version)?;
+    let parse = |version: u64| -> Result<Manifest> {
+        let text = location.read_manifest(Some(version))?;
         Manifest::from_json(&text).map_err(|problem| {
-            let problem = match version {
-                Some(version) => ManifestProblem::InVersion {
-                    version,
-                    problem: Box::new(problem),
-                },
-                None => problem,
+            let problem = ManifestProblem::InVersion {
+                version,
+                problem: Box::new(problem),
             };
             Error::manifest(dir, problem)
         })
     };
-    let current = parse(None)?;
+    let current = super::location::read_current(&location)?;
     let oldest_kept = current.version.saturating_sub(keep - 1).max(1);
     let versions_dir = dir.join(VERSIONS_DIR);
     let mut published = Vec::new();
@@ -98,7 +95,7 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
     referenced.extend(current.shards.iter().flat_map(|s| s.files.iter().cloned()));
     for &(v, _) in &published {
         if (oldest_kept..current.version).contains(&v) {
-            let m = parse(Some(v))?;
+            let m = parse(v)?;
             referenced.extend(m.shards.iter().flat_map(|s| s.files.iter().cloned()));
         }
         if (oldest_kept..=current.version).contains(&v) {
@@ -160,7 +157,8 @@ fn read_dir(d: &Path) -> Result<Vec<fs::DirEntry>> {
     }
 }
 
-/// The version in a builder's store name `v<version>-<shard>.<field>.zr`.
+/// The version in a builder's store name `v<version>-<shard>-<writer>.<field>.zr`
+/// (`v<version>-<shard>.<field>.zr` before writers were named).
 fn store_version(name: &str) -> Option<u64> {
     let rest = name.strip_prefix('v')?;
     let (v, _) = rest.split_once('-')?;
@@ -176,14 +174,15 @@ fn stale_temp(file: &str, suffix: &str, entry: &fs::DirEntry) -> bool {
     let Some(body) = file.strip_suffix(suffix) else {
         return false;
     };
-    // Names may hold dots: the pid is counted from the end (a store's temporary
-    // name ends `.<pid>.<n>`, a manifest's `.<pid>`).
+    // Names may hold dots: the pid is counted from the end. Temporary names end
+    // `.<pid>.<n>`; a manifest's ended `.<pid>` before each write got its own `<n>`,
+    // and then its name's part before the pid is `json`, never a number.
     let parts: Vec<&str> = body.rsplit('.').take(2).collect();
-    let pid = match suffix {
-        ".zr-tmp" => parts.get(1),
-        _ => parts.first(),
-    }
-    .and_then(|p| p.parse::<u32>().ok());
+    let pid = match parts.get(1).and_then(|p| p.parse::<u32>().ok()) {
+        Some(pid) => Some(pid),
+        None if suffix == ".tmp" => parts.first().and_then(|p| p.parse::<u32>().ok()),
+        None => None,
+    };
     let Some(pid) = pid else {
         return false;
     };
@@ -217,6 +216,10 @@ mod tests {
     #[test]
     fn store_names_give_their_version() {
         assert_eq!(store_version("v000003-000001.tokens.zr"), Some(3));
+        assert_eq!(
+            store_version("v000003-000001-0123456789abcdef.tokens.zr"),
+            Some(3)
+        );
         assert_eq!(store_version("v12-0.a.zr"), Some(12));
         assert_eq!(store_version("x000003-000001.a.zr"), None);
         assert_eq!(store_version("v-1.a.zr"), None);

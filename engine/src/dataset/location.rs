@@ -9,7 +9,7 @@ use crate::error::{Error, ManifestProblem, Result};
 use crate::read::ReadOptions;
 use crate::store::Store;
 
-use super::manifest::{MANIFEST_FILE, VERSIONS_DIR};
+use super::manifest::{Manifest, MANIFEST_FILE, VERSIONS_DIR};
 
 /// A manifest larger than this is refused before it is read (a manifest of a
 /// million shards is about 100 MiB).
@@ -22,6 +22,9 @@ pub trait Location: Send + Sync + fmt::Debug {
 
     /// The text of the current manifest (`None`) or of an exact published version.
     fn read_manifest(&self, version: Option<u64>) -> Result<Vec<u8>>;
+
+    /// Whether version `version`'s manifest (`manifests/<version>.json`) exists.
+    fn has_version(&self, version: u64) -> Result<bool>;
 
     /// Opens the store at `rel`, a path relative to the dataset (already checked to
     /// stay inside it).
@@ -67,7 +70,66 @@ impl Location for LocalDir {
         std::fs::read(&path).map_err(|e| Error::io(&path, "reading the dataset manifest", e))
     }
 
+    fn has_version(&self, version: u64) -> Result<bool> {
+        let path = version_path(&self.dir, version);
+        path.try_exists()
+            .map_err(|e| Error::io(&path, "looking for a newer dataset manifest", e))
+    }
+
     fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store> {
         Store::open(self.dir.join(rel), opts.clone())
+    }
+}
+
+/// The current manifest of the dataset at `location`, parsed.
+///
+/// A publication is committed when its `manifests/<version>.json` is created (only if
+/// absent, so each version has one writer); `manifest.json` follows it. That pointer
+/// can lag: a writer killed between the two steps leaves it one version behind, and
+/// two writers that publish in quick succession may replace it in the other order.
+/// So the current version is the pointer's, followed forward while the next version's
+/// manifest exists: one more existence check per open when nothing lags.
+pub(crate) fn read_current(location: &dyn Location) -> Result<Manifest> {
+    let parse = |text: &[u8]| {
+        Manifest::from_json(text).map_err(|problem| Error::manifest(location.describe(), problem))
+    };
+    let mut manifest = match location.read_manifest(None) {
+        Ok(text) => parse(&text)?,
+        // No pointer yet, but a first version committed (its writer was killed before
+        // the pointer was written): the versions are the record.
+        Err(_) if location.has_version(1)? => parse(&location.read_manifest(Some(1))?)?,
+        Err(e) => return Err(e),
+    };
+    let mut newest = manifest.version;
+    while location.has_version(newest + 1)? {
+        newest += 1;
+    }
+    if newest != manifest.version {
+        let text = location.read_manifest(Some(newest))?;
+        manifest = parse(&text).map_err(|e| in_version(e, newest))?;
+        if manifest.version != newest {
+            return Err(Error::manifest(
+                location.describe(),
+                ManifestProblem::VersionMismatch {
+                    asked: newest,
+                    found: manifest.version,
+                },
+            ));
+        }
+    }
+    Ok(manifest)
+}
+
+/// `e`, a problem found in the manifest of `version`, said to be of that version.
+fn in_version(e: Error, version: u64) -> Error {
+    match e {
+        Error::Manifest { path, problem } => Error::manifest(
+            path,
+            ManifestProblem::InVersion {
+                version,
+                problem: Box::new(problem),
+            },
+        ),
+        other => other,
     }
 }

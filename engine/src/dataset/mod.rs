@@ -97,7 +97,9 @@ pub fn is_dataset(path: &Path) -> bool {
             .and_then(|d| d.exists())
             .unwrap_or(false);
     }
-    path.join(manifest::MANIFEST_FILE).is_file()
+    // A first version whose writer was killed before `manifest.json` is a dataset too
+    // (see `location::read_current`).
+    path.join(manifest::MANIFEST_FILE).is_file() || location::version_path(path, 1).is_file()
 }
 
 /// The location of a dataset at `dir`: a local directory, or a URL prefix.
@@ -133,15 +135,21 @@ impl Dataset {
         version: Option<u64>,
         opts: ReadOptions,
     ) -> Result<Self> {
-        let text = location.read_manifest(version)?;
         let bad = |problem: ManifestProblem| Error::manifest(location.describe(), problem);
-        let manifest = Manifest::from_json(&text).map_err(bad)?;
-        if let Some(v) = version.filter(|&v| v != manifest.version) {
-            return Err(bad(ManifestProblem::VersionMismatch {
-                asked: v,
-                found: manifest.version,
-            }));
-        }
+        let manifest = match version {
+            None => location::read_current(location.as_ref())?,
+            Some(v) => {
+                let manifest =
+                    Manifest::from_json(&location.read_manifest(Some(v))?).map_err(bad)?;
+                if v != manifest.version {
+                    return Err(bad(ManifestProblem::VersionMismatch {
+                        asked: v,
+                        found: manifest.version,
+                    }));
+                }
+                manifest
+            }
+        };
         let mut stores = Vec::with_capacity(manifest.shards.len());
         for (s, shard) in manifest.shards.iter().enumerate() {
             let mut row = Vec::with_capacity(shard.files.len());

@@ -35,6 +35,13 @@ impl Location for ObjectDir {
             })
     }
 
+    fn has_version(&self, version: u64) -> Result<bool> {
+        self.has(
+            &format!("{VERSIONS_DIR}/{version:010}.json"),
+            "looking for a newer dataset manifest",
+        )
+    }
+
     fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store> {
         Store::open_at(self.object(rel)?, opts)
     }

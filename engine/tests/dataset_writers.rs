@@ -1,0 +1,170 @@
+//! Concurrent writers of one dataset: every publication that returns success is a
+//! distinct version whose records the dataset keeps; the loser of a race gets a
+//! conflict and publishes nothing; readers find the newest committed version even
+//! where `manifest.json` lags behind it.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+
+use zring_engine::dataset::{version_path, Dataset, DatasetBuilder};
+use zring_engine::{DType, Error, ManifestProblem, ReadOptions, Schema, WriteOptions, Writer};
+
+fn fields() -> Vec<(String, Schema)> {
+    vec![("id".into(), Schema::dense(DType::I64, &[]))]
+}
+
+/// Writes `ids` as the next shard of `b`.
+fn add_ids(b: &mut DatasetBuilder, ids: &[i64]) {
+    let path = b.shard_paths(b.added()).remove(0);
+    let mut w = Writer::create(
+        path,
+        Schema::dense(DType::I64, &[]),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    let bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    w.append_dense(&bytes).unwrap();
+    w.close().unwrap();
+    b.add_shard(ids.len() as u64).unwrap();
+}
+
+/// Every id of the current version, sorted.
+fn ids_of(path: &Path) -> (u64, Vec<i64>) {
+    let ds = Dataset::open(path, ReadOptions::default()).unwrap();
+    let field = ds.field(0).unwrap();
+    let mut out = vec![0u8; ds.len() as usize * 8];
+    let all: Vec<u64> = (0..ds.len()).collect();
+    field.gather(&all, &mut out).unwrap();
+    let mut ids: Vec<i64> = out
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    ids.sort_unstable();
+    (ds.version(), ids)
+}
+
+fn is_conflict(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Manifest {
+            problem: ManifestProblem::Conflict { .. },
+            ..
+        }
+    )
+}
+
+#[test]
+fn racing_appends_keep_every_acknowledged_record_and_refuse_the_losers() {
+    const THREADS: usize = 4;
+    const APPENDS: usize = 25;
+    const RECORDS: i64 = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let mut b = DatasetBuilder::create(&path, fields(), false).unwrap();
+    add_ids(&mut b, &[-1]);
+    b.publish().unwrap();
+
+    let start = Arc::new(Barrier::new(THREADS));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (path, start) = (path.clone(), Arc::clone(&start));
+            std::thread::spawn(move || {
+                start.wait();
+                let mut won = Vec::new();
+                let mut lost = 0;
+                for k in 0..APPENDS {
+                    let first = ((t * APPENDS + k) as i64) * RECORDS;
+                    let ids: Vec<i64> = (first..first + RECORDS).collect();
+                    let mut b = DatasetBuilder::append(&path).unwrap();
+                    add_ids(&mut b, &ids);
+                    match b.publish() {
+                        Ok(m) => won.push((m.version, ids)),
+                        Err(e) if is_conflict(&e) => {
+                            assert!(e.to_string().contains("write again"), "{e}");
+                            lost += 1;
+                        }
+                        Err(e) => panic!("append {t}/{k}: {e}"),
+                    }
+                }
+                (won, lost)
+            })
+        })
+        .collect();
+    let mut versions = BTreeSet::new();
+    let mut expected = vec![-1i64];
+    let mut acknowledged = 0;
+    for h in handles {
+        let (won, _lost) = h.join().unwrap();
+        for (version, ids) in won {
+            assert!(
+                versions.insert(version),
+                "version {version} published twice"
+            );
+            expected.extend(ids);
+            acknowledged += 1;
+        }
+    }
+    expected.sort_unstable();
+    let (version, ids) = ids_of(&path);
+    // Every success is its own version, one after another from version 2.
+    assert_eq!(version, 1 + acknowledged);
+    assert_eq!(versions, (2..=version).collect::<BTreeSet<u64>>());
+    assert_eq!(
+        ids, expected,
+        "the records of exactly the acknowledged appends"
+    );
+}
+
+#[test]
+fn a_lagging_pointer_or_none_still_opens_the_newest_committed_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let mut b = DatasetBuilder::create(&path, fields(), false).unwrap();
+    add_ids(&mut b, &[1, 2]);
+    b.publish().unwrap();
+    // A writer killed before it wrote the first pointer: the version is the record.
+    std::fs::remove_file(path.join("manifest.json")).unwrap();
+    assert_eq!(ids_of(&path), (1, vec![1, 2]));
+    let mut b = DatasetBuilder::append(&path).unwrap();
+    add_ids(&mut b, &[3]);
+    assert_eq!(b.publish().unwrap().version, 2);
+    // The pointer left at version 1 (a writer killed between the two steps, or two
+    // writers that replaced it in the other order): readers and writers go forward.
+    std::fs::copy(version_path(&path, 1), path.join("manifest.json")).unwrap();
+    assert_eq!(ids_of(&path), (2, vec![1, 2, 3]));
+    let stale = DatasetBuilder::append(&path).unwrap();
+    assert_eq!(stale.version(), 3, "builds on the newest committed version");
+    let mut b = DatasetBuilder::append(&path).unwrap();
+    add_ids(&mut b, &[4]);
+    assert_eq!(b.publish().unwrap().version, 3);
+    // The other builder of version 3 loses, and publishes nothing.
+    let err = stale.publish().unwrap_err();
+    assert!(is_conflict(&err), "{err}");
+    assert_eq!(ids_of(&path), (3, vec![1, 2, 3, 4]));
+}
+
+#[test]
+fn builders_of_one_version_never_share_a_store_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds");
+    let mut b = DatasetBuilder::create(&path, fields(), false).unwrap();
+    add_ids(&mut b, &[0]);
+    b.publish().unwrap();
+    let (a, b) = (
+        DatasetBuilder::append(&path).unwrap(),
+        DatasetBuilder::append(&path).unwrap(),
+    );
+    assert_eq!(a.version(), b.version());
+    assert_ne!(a.shard_paths(0), b.shard_paths(0));
+    let name = a.shard_paths(0)[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("v000002-000000-") && name.ends_with(".id.zr"),
+        "{name}"
+    );
+}
