@@ -3,7 +3,7 @@
 # after dropping the page cache, in a fresh random order every round, so that a
 # disk whose speed drifts (virtual disks do, by 2x between runs) drifts under all
 # of them alike. One line per run, then each configuration's median and its ratio
-# to the best fio queue depth's median (docs/benchmarks.md, "W9 in rounds").
+# to the best fio queue depth's median (docs/benchmarks/cold-and-fio.md, "W9 in rounds").
 #
 #   benches/w9_rounds.sh STORE RECORD_BYTES ROUNDS CONFIG...
 #

@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use zring_engine::Error;
+use zring_engine::{Error, ManifestProblem};
 
 /// One exception class of `zring._errors`, imported on first use.
 pub struct Exc {
@@ -50,6 +50,7 @@ pub static INDEX: Exc = Exc::new("ZringIndexError");
 pub static CLOSED: Exc = Exc::new("ClosedError");
 pub static CHANGED: Exc = Exc::new("StoreChangedError");
 pub static POISONED: Exc = Exc::new("WriterPoisonedError");
+pub static CONFLICT: Exc = Exc::new("VersionConflictError");
 pub static CODEC: Exc = Exc::new("CodecError");
 pub static OS: Exc = Exc::new("ZringOSError");
 pub static NOT_FOUND: Exc = Exc::new("StoreNotFoundError");
@@ -67,6 +68,10 @@ pub fn engine(py: Python<'_>, e: Error) -> PyErr {
 pub fn engine_with(py: Python<'_>, e: &Error, msg: String) -> PyErr {
     match e {
         Error::Io { source, .. } | Error::RecordIo { source, .. } => os_error(py, source, msg),
+        Error::Manifest {
+            problem: ManifestProblem::Conflict { .. },
+            ..
+        } => CONFLICT.err(py, msg),
         Error::Corrupt { .. }
         | Error::CorruptRecord { .. }
         | Error::CorruptEntry { .. }

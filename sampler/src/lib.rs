@@ -119,7 +119,7 @@
 //! data-dependent branches in the common path. On x86-64 CPUs with AVX2 the
 //! vectorizable loops run in an AVX2 build, chosen at run time; the output
 //! does not depend on it. Measured numbers are in
-//! `docs/benchmarks-sampler.md`.
+//! `docs/benchmarks/sampler.md`.
 
 #![deny(unsafe_code)]
 

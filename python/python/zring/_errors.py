@@ -13,6 +13,7 @@ or ``except OSError`` keep working::
     ├── ClosedError(ZringError, ValueError)            store, writer or loader closed
     ├── StoreChangedError(ZringError, ValueError)      unpickled store's file was replaced
     ├── WriterPoisonedError(ZringError, RuntimeError)  writer failed earlier
+    ├── VersionConflictError(ZringError, RuntimeError) another writer published first
     ├── CodecError(ZringError, RuntimeError)           zstd failure
     └── ZringOSError(ZringError, OSError)              I/O error (errno, filename)
         ├── StoreNotFoundError(ZringOSError, FileNotFoundError)
@@ -58,6 +59,12 @@ class StoreChangedError(ZringError, ValueError):
 
 class WriterPoisonedError(ZringError, RuntimeError):
     """A writer failed earlier and accepts nothing more; abort it and start again."""
+
+
+class VersionConflictError(ZringError, RuntimeError):
+    """Another writer published a version of the dataset since this write started;
+    nothing of this write was published. Write again (with ``append=True`` the
+    records go after the other writer's)."""
 
 
 class CodecError(ZringError, RuntimeError):

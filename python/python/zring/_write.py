@@ -614,11 +614,16 @@ def write_dataset(
     ``overwrite`` replaces an existing dataset. A progress bar shows when tqdm is
     installed and stderr is a terminal (``progress=True`` / ``False`` to force).
 
-    Returns the written dataset, opened (:class:`Dataset`). The dataset is published
-    atomically: until it returns nothing new is visible at ``path``, and after an
-    error an existing dataset there is unchanged.
+    Returns the written dataset, opened at the version this call published
+    (:class:`Dataset`). The dataset is published atomically: until it returns
+    nothing new is visible at ``path``, and after an error an existing dataset
+    there is unchanged. Several processes may write to one dataset at once: each
+    publication is its own version, and a writer that another one beat to the
+    next version gets ``VersionConflictError`` and publishes nothing.
 
-    Raises ``StoreExistsError`` (a ``FileExistsError``) when ``path`` holds a
+    Raises ``VersionConflictError`` (a ``RuntimeError``) when another writer
+    published a version since this one started; ``StoreExistsError`` (a
+    ``FileExistsError``) when ``path`` holds a
     dataset and neither ``append`` nor ``overwrite`` is given; ``ValueError`` for a
     source without records and fields, records whose fields or shapes disagree
     with the schema, appended fields that differ from the dataset's, or an unknown
@@ -701,8 +706,10 @@ def write_dataset(
         counts = [f.result() for f in futures]
         for c in counts:
             builder.add_shard(c)
-        builder.publish()
+        version = builder.publish()
     finally:
         if bar is not None:
             bar.close()
-    return open_dataset(path)
+    # Exactly the version this call published: another writer may have published a
+    # newer one since.
+    return open_dataset(path, version=version)
