@@ -1,22 +1,33 @@
 //! zring: typed record stores read by random batched gathers at the speed of the hardware.
 //!
-//! This facade re-exports the workspace crates, holds the `.npy` reader ([`npy`]), the
-//! generated workloads of the CLI and the benchmarks ([`synth`]), and
-//! runs the `zring` command line ([`run_cli`]), which the `zring` binary
-//! (`src/bin/zring.rs`) and the Python package's `zring` command both call. The
-//! command's modules (`src/cli/`) are private: they are not the library's API.
+//! This crate is the library facade and nothing else: it re-exports the workspace's
+//! library crates under one name,
 //!
-//! No `unsafe` here: the system calls and mappings it needs are zring-platform's
-//! safe wrappers.
+//! - [`platform`] (zring-platform): the OS seams, positional I/O backends, aligned
+//!   and pinned buffers, CPU topology;
+//! - [`engine`] (zring-engine): the container format, schema and dtypes, codecs,
+//!   `Writer`, `Store`, datasets and the gather path;
+//! - [`sampler`] (zring-sampler): stateless counter-based batch indices;
+//! - [`loader`] (zring-loader): the endless multi-stream prefetching loader.
+//!
+//! The `zring` command line (and its benchmark suite, `zring bench`, and `.npy`
+//! reader) is the zring-cli crate, and the generated workloads are zring-workloads:
+//! a program that links this crate links no command-line, progress-bar or plotting
+//! code. Feature `remote` (default) turns on the engine's stores at s3://, gs://,
+//! az://, http(s):// and file:// URLs.
+//!
+//! ```
+//! use zring::engine::{DType, Schema};
+//! use zring::loader::LoaderOptions;
+//! use zring::sampler::Sampler;
+//!
+//! let schema = Schema::dense(DType::U8, &[3, 224, 224]);
+//! assert_eq!(schema.item_bytes(), Some(3 * 224 * 224));
+//! let _ = (LoaderOptions::new(2, 2), std::any::type_name::<Sampler>());
+//! ```
 #![deny(unsafe_code)]
 
 pub use zring_engine as engine;
+pub use zring_loader as loader;
 pub use zring_platform as platform;
 pub use zring_sampler as sampler;
-
-mod cli;
-pub mod npy;
-pub mod synth;
-
-/// Runs the `zring` command line on `args` (program name first); returns the exit status.
-pub use cli::run_args as run_cli;

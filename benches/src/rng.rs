@@ -1,3 +1,3 @@
-//! The seeded splitmix64 of the benchmark data: [`zring::synth::rng`].
+//! The seeded splitmix64 of the benchmark data: [`zring_workloads::rng`].
 
-pub use zring::synth::rng::{mix, Rng};
+pub use zring_workloads::rng::{mix, Rng};

@@ -7,7 +7,7 @@ use std::path::Path;
 use zring_engine::{train_dict, Codec, Error, Result, Store, WriteOptions, Writer};
 use zring_engine::{Entry, RecordCodec};
 
-use crate::data::{Dense, Ragged};
+use crate::data::{Dense, Ragged, StoreSchema};
 
 /// zstd level of every compressed benchmark store (docs/workloads.md: zstd-3).
 pub const ZSTD_LEVEL: i32 = 3;

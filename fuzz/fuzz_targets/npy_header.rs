@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use zring::npy::header::NpyHeader;
-use zring::npy::NpyFile;
+use zring_cli::npy::header::NpyHeader;
+use zring_cli::npy::NpyFile;
 use zring_fuzz::scratch;
 
 fuzz_target!(|data: &[u8]| {

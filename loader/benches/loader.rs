@@ -5,7 +5,7 @@
 //! cargo bench -p zring-loader --bench loader -- [--w1 N] [--w3 N] [--secs S] [--rounds R] [--workers a,b] [--prefetch P] [--skip-rss] [--skip-throughput] [--no-consumer-help]
 //! ```
 //! Defaults: W1 2,000 x uint8[3,224,224] raw, W3 200,000 int32 sequences of 16..512
-//! (median ~130) raw, both from `zring::synth` (the workloads every bench uses), IID batch 256, 0.5 s per measurement, 7 rounds alternating bare
+//! (median ~130) raw, both from `zring-workloads` (the workloads every bench uses), IID batch 256, 0.5 s per measurement, 7 rounds alternating bare
 //! and loader (the ratio is the median of the rounds' paired ratios), workers 1,2, prefetch 4. The RSS part re-runs this binary as a child
 //! process per configuration (a fresh process, so VmHWM is the loader's alone) over
 //! W1 at N and 4N records and W3 at N and 4N sequences.
@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use zring::synth;
 use zring_engine::{
     Backend, Codec, DType, RaggedLayout, ReadOptions, Schema, Store, WriteOptions, Writer,
 };
 use zring_loader::{Loader, LoaderOptions};
 use zring_platform::AlignedBuf;
 use zring_sampler::{Mode, Sampler};
+use zring_workloads as synth;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 

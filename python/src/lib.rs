@@ -54,7 +54,7 @@ use pyo3::prelude::*;
 /// released for the whole command.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
-    py.detach(|| zring::run_cli(argv))
+    py.detach(|| zring_cli::run_cli(argv))
 }
 
 #[pymodule]

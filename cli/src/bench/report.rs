@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 use zring_engine::Backend;
 
-use super::bench_args::{BenchArgs, BenchMode};
-use super::bench_fio::{fio_ran, FioOutcome, FioWrite};
-use super::bench_types::RunResult;
+use super::args::{BenchArgs, BenchMode};
+use super::fio::{fio_ran, FioOutcome, FioWrite};
 use super::measure::CopyBaseline;
-use super::output::{bytes, count, rate, MIB};
 use super::synth::WriteReport;
+use super::types::RunResult;
+use crate::output::{bytes, count, rate, MIB};
 
 /// What "logical" means in every report.
 pub const LOGICAL: &str =
@@ -303,7 +303,7 @@ pub fn render(rep: &Report<'_>) -> String {
             format!(
                 "{}{} ({} each)",
                 s["dtype"].as_str().unwrap_or(""),
-                super::output::shape(&dims),
+                crate::output::shape(&dims),
                 bytes(u("item_bytes"))
             )
         }

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use super::bench_report::Report;
-use super::{CliError, CliResult};
+use super::report::Report;
+use crate::{CliError, CliResult};
 
 /// The image formats `--plot` writes, by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +82,9 @@ mod charts {
     use plotters::coord::Shift;
     use plotters::prelude::*;
 
-    use super::super::bench_fio::fio_ran;
-    use super::super::bench_report::Report;
-    use super::super::output::MIB;
+    use super::super::fio::fio_ran;
+    use super::super::report::Report;
+    use crate::output::MIB;
 
     /// Latency bins across the recorded range.
     const BINS: usize = 40;

@@ -1,15 +1,16 @@
 //! Writing the synthetic store of `bench`; its records come from
-//! [`crate::synth::SynthSpec`], the one home of zring's generated workloads.
+//! [`zring_workloads::SynthSpec`], the one home of zring's generated workloads, and
+//! its schema from [`schema`].
 
 use std::path::Path;
 use std::time::Instant;
 
-use zring_engine::{Codec, WriteOptions, Writer};
+use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
 
-pub use crate::synth::{SynthSpec, IMAGE_BYTES};
+pub use zring_workloads::{SynthSpec, IMAGE_BYTES, IMAGE_SHAPE};
 
-use super::progress::{self, Unit};
-use super::CliResult;
+use crate::progress::{self, Unit};
+use crate::CliResult;
 
 /// Input bytes generated per append call while writing.
 const BATCH_BYTES: usize = 16 << 20;
@@ -64,7 +65,7 @@ pub fn create_store(
     let mut next = 0u64;
     let mut ready = Vec::new();
     if from_memory {
-        while let Some(c) = spec.chunk(&mut next) {
+        while let Some(c) = chunk(spec, &mut next) {
             ready.push(c);
         }
     }
@@ -72,13 +73,13 @@ pub fn create_store(
     let load = super::measure::LoadWindow::start();
     let cpu_before = zring_platform::process_cpu_time();
     let started = Instant::now();
-    let mut writer = Writer::create(path, spec.schema(), opts)?;
+    let mut writer = Writer::create(path, schema(spec), opts)?;
     timed += started.elapsed().as_secs_f64();
     loop {
         let chunk = match ready.next() {
             Some(c) => c,
             None if from_memory => break,
-            None => match spec.chunk(&mut next) {
+            None => match chunk(spec, &mut next) {
                 Some(c) => c,
                 None => break,
             },
@@ -118,29 +119,79 @@ struct Chunk {
     shapes: Vec<u32>,
 }
 
-impl SynthSpec {
-    /// The records from `*next` on that fit in one chunk (at least one), advancing
-    /// `*next`; `None` when all were generated.
-    fn chunk(&self, next: &mut u64) -> Option<Chunk> {
-        if *next >= self.count {
-            return None;
-        }
-        let mut c = Chunk {
-            values: Vec::new(),
-            cu: vec![0],
-            shapes: Vec::new(),
+/// The records of `spec` from `*next` on that fit in one chunk (at least one),
+/// advancing `*next`; `None` when all were generated.
+fn chunk(spec: &SynthSpec, next: &mut u64) -> Option<Chunk> {
+    if *next >= spec.count {
+        return None;
+    }
+    let mut c = Chunk {
+        values: Vec::new(),
+        cu: vec![0],
+        shapes: Vec::new(),
+    };
+    while *next < spec.count
+        && (c.values.is_empty() || c.values.len() + spec.record_len(*next) <= BATCH_BYTES)
+    {
+        let len = spec.record_len(*next);
+        let at = c.values.len();
+        c.values.resize(at + len, 0);
+        spec.fill_record(*next, &mut c.values[at..]);
+        c.cu.push(c.values.len() as u64);
+        c.shapes.push(len as u32);
+        *next += 1;
+    }
+    Some(c)
+}
+
+/// The store schema of `spec`'s records: uint8[3,224,224] for the W1 size, uint8[n]
+/// otherwise, or ragged 1-D uint8; its metadata names the generator and the seed.
+pub fn schema(spec: &SynthSpec) -> Schema {
+    let schema = if spec.ragged {
+        Schema::ragged(DType::U8, 1)
+    } else if spec.record_bytes == IMAGE_BYTES {
+        Schema::dense(DType::U8, &IMAGE_SHAPE)
+    } else {
+        Schema::dense(DType::U8, &[spec.record_bytes as u64])
+    };
+    schema
+        .with_metadata("generator", "zring bench synthetic image-like v1")
+        .with_metadata("seed", spec.seed.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_sized_records_get_the_image_shape() {
+        let spec = SynthSpec {
+            count: 1,
+            record_bytes: IMAGE_BYTES,
+            ragged: false,
+            seed: 0,
+            lengths: None,
         };
-        while *next < self.count
-            && (c.values.is_empty() || c.values.len() + self.record_len(*next) <= BATCH_BYTES)
-        {
-            let len = self.record_len(*next);
-            let at = c.values.len();
-            c.values.resize(at + len, 0);
-            self.fill_record(*next, &mut c.values[at..]);
-            c.cu.push(c.values.len() as u64);
-            c.shapes.push(len as u32);
-            *next += 1;
+        assert_eq!(schema(&spec).item_bytes(), Some(IMAGE_BYTES as u64));
+        assert_eq!(schema(&spec).ndim(), 3);
+    }
+
+    #[test]
+    fn chunks_cover_every_record_once_in_order() {
+        let spec = SynthSpec {
+            count: 40,
+            record_bytes: 1 << 20,
+            ragged: true,
+            seed: 3,
+            lengths: None,
+        };
+        let mut next = 0;
+        let mut all = Vec::new();
+        while let Some(c) = chunk(&spec, &mut next) {
+            assert!(c.values.len() <= BATCH_BYTES || c.shapes.len() == 1);
+            all.extend_from_slice(&c.values);
         }
-        Some(c)
+        let want: Vec<u8> = (0..40).flat_map(|i| spec.record(i)).collect();
+        assert_eq!(all, want);
     }
 }

@@ -5,10 +5,10 @@ use std::path::Path;
 
 use zring_engine::{Backend, ReadOptions, Store};
 
-use super::bench_series::Series;
 use super::histogram::Histogram;
+use super::series::Series;
 use super::synth::SynthSpec;
-use super::{CliError, CliResult};
+use crate::{CliError, CliResult};
 
 /// Figures of one timed run (of one job, or all jobs summed).
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use zring::engine::{ReadOptions, Store};
+use zring_engine::{ReadOptions, Store};
 use zring_testkit::npy::{npy_bytes, npy_with_header};
 use zring_testkit::ramp as data;
 
@@ -314,13 +314,13 @@ fn pack_and_gc_on_a_dataset() {
     let ds = dir.path().join("ds");
     let fields = vec![(
         "x".to_string(),
-        zring::engine::Schema::ragged(zring::engine::DType::U8, 1),
+        zring_engine::Schema::ragged(zring_engine::DType::U8, 1),
     )];
     for version in 1..=3u64 {
         let mut b = if version == 1 {
-            zring::engine::dataset::DatasetBuilder::create(&ds, fields.clone(), false)
+            zring_engine::dataset::DatasetBuilder::create(&ds, fields.clone(), false)
         } else {
-            zring::engine::dataset::DatasetBuilder::create(&ds, fields.clone(), true)
+            zring_engine::dataset::DatasetBuilder::create(&ds, fields.clone(), true)
         }
         .expect("builder");
         std::fs::copy(&out, &b.shard_paths(0)[0]).expect("copy");

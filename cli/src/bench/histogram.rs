@@ -61,6 +61,7 @@ impl Histogram {
     }
 
     /// Number of recorded values.
+    #[cfg_attr(not(feature = "plot"), allow(dead_code))] // only the plots use it
     pub fn len(&self) -> u64 {
         self.total
     }
@@ -71,6 +72,7 @@ impl Histogram {
     }
 
     /// The smallest recorded value.
+    #[cfg_attr(not(feature = "plot"), allow(dead_code))] // only the plots use it
     pub fn min(&self) -> Option<u64> {
         (!self.is_empty()).then_some(self.min)
     }
@@ -105,6 +107,8 @@ impl Histogram {
     }
 }
 
+// Only the plots use these.
+#[cfg_attr(not(feature = "plot"), allow(dead_code))]
 impl Histogram {
     /// Every non-empty bucket as `(lowest value, highest value, count)`, in order.
     pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
@@ -117,6 +121,7 @@ impl Histogram {
 }
 
 /// The lowest value that falls in bucket `b`.
+#[cfg_attr(not(feature = "plot"), allow(dead_code))] // only the plots use it
 fn bucket_low(b: usize) -> u64 {
     match b {
         0 => 0,

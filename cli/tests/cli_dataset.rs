@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use zring::engine::dataset::DatasetBuilder;
-use zring::engine::{DType, Schema, WriteOptions, Writer};
+use zring_engine::dataset::DatasetBuilder;
+use zring_engine::{DType, Schema, WriteOptions, Writer};
 
 fn zring(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_zring"))

@@ -10,8 +10,8 @@ use std::process::Command;
 use serde_json::{json, Value};
 use zring_engine::Backend;
 
-use super::error::CliError;
-use super::output::MIB;
+use crate::error::CliError;
+use crate::output::MIB;
 
 /// Bytes of one huge page when `/proc/meminfo` does not say.
 const HUGE_PAGE: u64 = 2 << 20;

@@ -102,10 +102,10 @@ impl<T: std::ops::DerefMut<Target = [u8]> + Send> AsMutSlice for T {}
 pub fn decode_bytes_per_s(
     store: &zring_engine::Store,
     min_time: Duration,
-) -> Result<Option<f64>, super::error::CliError> {
+) -> Result<Option<f64>, crate::error::CliError> {
     use zring_engine::RecordCodec;
     let file = std::fs::File::open(store.path())
-        .map_err(|e| super::error::CliError::io(store.path(), "opening the store", e))?;
+        .map_err(|e| crate::error::CliError::io(store.path(), "opening the store", e))?;
     let n = store.len();
     let mut frames = Vec::new();
     for k in 0..n.min(256) {
@@ -115,7 +115,7 @@ pub fn decode_bytes_per_s(
         }
         let mut buf = vec![0u8; e.stored_len as usize];
         zring_platform::read_exact_at(&file, &mut buf, e.offset)
-            .map_err(|err| super::error::CliError::io(store.path(), "reading a record", err))?;
+            .map_err(|err| crate::error::CliError::io(store.path(), "reading a record", err))?;
         frames.push((
             buf,
             e.logical_len as usize,
@@ -125,7 +125,7 @@ pub fn decode_bytes_per_s(
     if frames.is_empty() {
         return Ok(None);
     }
-    let codec_err = |e: std::io::Error| super::error::CliError::new(format!("zstd: {e}"));
+    let codec_err = |e: std::io::Error| crate::error::CliError::new(format!("zstd: {e}"));
     let mut plain = zstd::bulk::Decompressor::new().map_err(codec_err)?;
     let mut dict =
         zstd::bulk::Decompressor::with_dictionary(store.dictionary()).map_err(codec_err)?;
@@ -150,10 +150,10 @@ pub fn decode_bytes_per_s(
 }
 
 /// Drops the page cache (`echo 3 > /proc/sys/vm/drop_caches`) so reads start cold.
-pub fn drop_page_cache() -> Result<(), super::error::CliError> {
+pub fn drop_page_cache() -> Result<(), crate::error::CliError> {
     zring_platform::sync_all();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
-        super::error::CliError::new(format!(
+        crate::error::CliError::new(format!(
             "--cold needs root to drop the page cache (/proc/sys/vm/drop_caches): {e}"
         ))
     })

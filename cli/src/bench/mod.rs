@@ -9,11 +9,25 @@
 //! raw stores a plain copy of the same records out of a mapping of the file, for
 //! compressed ones the zstd decode limit; with `--compare fio`, fio on the same file.
 //!
-//! Pieces: the arguments are in `bench_args`; what the pieces share (the records'
-//! table, the source of expected bytes, a run's figures) in `bench_types`; the runs in
-//! `bench_run` (gathers, gets) and `bench_loader`; fio in `bench_fio`; time series in
-//! `bench_series`; the report in `bench_report`; plots in `bench_plot`; replaying a
-//! store's sizes in `bench_replay`.
+//! Pieces, the submodules here: the arguments are in [`args`]; what the pieces share
+//! (the records' table, the source of expected bytes, a run's figures) in [`types`];
+//! the runs in [`run`] (gathers, gets) and [`loader`]; the synthetic store in
+//! [`synth`]; the baselines, CPU and load in [`measure`]; the latency [`histogram`];
+//! fio in [`fio`]; time series in [`series`]; the report in [`report`]; plots in
+//! [`plot`]; replaying a store's sizes in [`replay`].
+
+pub mod args;
+pub mod fio;
+pub mod histogram;
+pub mod loader;
+pub mod measure;
+pub mod plot;
+pub mod replay;
+pub mod report;
+pub mod run;
+pub mod series;
+pub mod synth;
+pub mod types;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,13 +35,12 @@ use std::time::Duration;
 use zring_engine::{Backend, Codec, Store, WriteOptions};
 use zring_sampler::Sampler;
 
-use super::bench_args::{read_options, BenchArgs, BenchMode, CompareWith};
-use super::bench_fio::{self, FioJob, FioOutcome};
-use super::bench_report::{render, Report};
-use super::bench_types::{differs, Source, Table};
-use super::measure;
-use super::synth::{self, SynthSpec, WriteReport};
-use super::{CliError, CliResult};
+use self::args::{read_options, BenchArgs, BenchMode, CompareWith};
+use self::fio::{FioJob, FioOutcome};
+use self::report::{render, Report};
+use self::synth::{SynthSpec, WriteReport};
+use self::types::{differs, Source, Table};
+use crate::{CliError, CliResult};
 
 /// The store being measured, and where it came from.
 struct Target {
@@ -54,7 +67,7 @@ fn target(args: &BenchArgs) -> CliResult<Target> {
     }
     let (spec, source_codec) = match &args.replay {
         Some(source) => {
-            let (spec, codec) = super::bench_replay::spec(source, args.seed)?;
+            let (spec, codec) = self::replay::spec(source, args.seed)?;
             (spec, Some(codec))
         }
         None => (
@@ -115,13 +128,13 @@ pub fn run(args: &BenchArgs) -> CliResult {
     let table = Table::load(&store)?;
     let source = Source::new(path, t.synthetic.as_ref())?;
     let checked = match args.mode {
-        BenchMode::Loader => super::bench_loader::check(&store, &source, args)?,
+        BenchMode::Loader => self::loader::check(&store, &source, args)?,
         _ => check_correctness(&store, &source, args)?,
     };
     let result = match args.mode {
-        BenchMode::Gather => super::bench_run::gathers(&store, &table, args)?,
-        BenchMode::Get => super::bench_run::gets(&store, &table, args)?,
-        BenchMode::Loader => super::bench_loader::run(&store, &table, args)?,
+        BenchMode::Gather => self::run::gathers(&store, &table, args)?,
+        BenchMode::Get => self::run::gets(&store, &table, args)?,
+        BenchMode::Loader => self::loader::run(&store, &table, args)?,
     };
     let min_time = Duration::from_secs_f64((args.duration / 2.0).min(0.25));
     let readers = readers(args, result.loader_depth);
@@ -141,7 +154,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
     };
     // zring's figures stand without fio's: a failed fio run is reported, not fatal.
     let fio = args.compare.map(|CompareWith::Fio| {
-        bench_fio::run(fio_job(&store, &table, args, readers))
+        fio::run(fio_job(&store, &table, args, readers))
             .unwrap_or_else(|e| FioOutcome::Skipped(format!("fio did not run: {e}")))
     });
     // A synthetic store was just written: compare that with the disk's own
@@ -149,17 +162,16 @@ pub fn run(args: &BenchArgs) -> CliResult {
     let fio_write = match (&fio, &t.write, path.parent()) {
         // The read comparison stands without it (a file system may refuse
         // O_DIRECT writes): say why on stderr and go on.
-        (Some(FioOutcome::Ran(_)), Some(_), Some(dir)) => {
-            bench_fio::run_write(dir, store.file_bytes()).unwrap_or_else(|e| {
+        (Some(FioOutcome::Ran(_)), Some(_), Some(dir)) => fio::run_write(dir, store.file_bytes())
+            .unwrap_or_else(|e| {
                 eprintln!("zring: note: no write comparison: {e}");
                 None
-            })
-        }
+            }),
         _ => None,
     };
     let report = Report {
         args,
-        store: super::info::describe(&store)?,
+        store: crate::info::describe(&store)?,
         synthetic: t.synthetic.is_some(),
         replayed: t.replayed.clone(),
         backend: store.backend(),
@@ -172,14 +184,14 @@ pub fn run(args: &BenchArgs) -> CliResult {
         fio_write,
     };
     if let Some(plot) = &args.plot {
-        super::bench_plot::draw(plot, &report)?;
+        self::plot::draw(plot, &report)?;
     }
     let text = if args.json {
         format!("{:#}\n", report.to_json())
     } else {
         render(&report)
     };
-    super::output::print(&text).map_err(|e| CliError::new(format!("writing to stdout: {e}")))
+    crate::output::print(&text).map_err(|e| CliError::new(format!("writing to stdout: {e}")))
 }
 
 fn cores() -> usize {
@@ -211,10 +223,10 @@ fn fio_job(store: &Store, table: &Table, args: &BenchArgs, readers: usize) -> Fi
     };
     // `auto` reads a cold store with O_DIRECT: fio then must too.
     let direct = args.direct || store.is_direct();
-    let block = bench_fio::block_bytes(table.mean_stored(), direct);
+    let block = fio::block_bytes(table.mean_stored(), direct);
     let (iomem, _) = match &args.fio_iomem {
         Some(kind) => (kind.clone(), None),
-        None => bench_fio::choose_iomem(block, iodepth, readers),
+        None => fio::choose_iomem(block, iodepth, readers),
     };
     let (start, end) = table.span();
     // fio needs at least one whole block; a store smaller than one reads its span.
@@ -224,11 +236,11 @@ fn fio_job(store: &Store, table: &Table, args: &BenchArgs, readers: usize) -> Fi
         block_bytes: block,
         offset: start,
         size,
-        ioengine: bench_fio::ioengine(backend),
+        ioengine: fio::ioengine(backend),
         iodepth,
         numjobs: readers,
         direct,
-        invalidate: bench_fio::invalidate(args.cold, direct),
+        invalidate: fio::invalidate(args.cold, direct),
         iomem,
         runtime_ms: (args.duration * 1e3).ceil() as u64,
     }
@@ -316,7 +328,7 @@ fn check_args(args: &BenchArgs) -> CliResult {
         }
     }
     if let Some(p) = &args.plot {
-        super::bench_plot::check_path(p)?;
+        self::plot::check_path(p)?;
     }
     Ok(())
 }

@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use zring_engine::Store;
 use zring_sampler::Sampler;
 
-use super::bench_args::{read_options, BenchArgs};
-use super::bench_types::{RunResult, Table};
+use super::args::{read_options, BenchArgs};
 use super::measure;
-use super::progress::{self, Unit};
-use super::{CliError, CliResult};
+use super::types::{RunResult, Table};
+use crate::progress::{self, Unit};
+use crate::{CliError, CliResult};
 
 /// Indices drawn per refill in `--mode get`.
 const GET_INDEX_BATCH: usize = 1024;

@@ -9,11 +9,11 @@ use zring_engine::Store;
 use zring_loader::{Loader, LoaderOptions, Lookahead, Tensor};
 use zring_sampler::Sampler;
 
-use super::bench_args::BenchArgs;
-use super::bench_types::{differs, RunResult, Source, Table};
+use super::args::BenchArgs;
 use super::measure;
-use super::progress::{self, Unit};
-use super::{CliError, CliResult};
+use super::types::{differs, RunResult, Source, Table};
+use crate::progress::{self, Unit};
+use crate::{CliError, CliResult};
 
 /// The one stream of the loader.
 const STREAM: &str = "records";

@@ -5,8 +5,6 @@
 
 use std::ops::Range;
 
-use zring_engine::{DType, Schema};
-
 use super::rng::Rng;
 
 /// The seed of the benchmark data: with it, W1-W3 are the same bytes in every bench
@@ -28,7 +26,9 @@ pub const W3_MAX_LEN: usize = 512;
 /// Dense records of one shape, back to back in `bytes`.
 #[derive(Clone, Debug)]
 pub struct Dense {
-    pub dtype: DType,
+    /// The element type's NumPy name (`"uint8"`, `"int32"`), which is also the name
+    /// zring's `DType` parses.
+    pub dtype: &'static str,
     pub item_shape: Vec<u64>,
     pub item_bytes: usize,
     pub bytes: Vec<u8>,
@@ -53,14 +53,9 @@ impl Dense {
     pub fn head(&self, n: usize) -> &[u8] {
         &self.bytes[..n.min(self.len()) * self.item_bytes]
     }
-
-    /// The store schema of these records.
-    pub fn schema(&self) -> Schema {
-        Schema::dense(self.dtype, &self.item_shape)
-    }
 }
 
-/// 1-D int32 sequences of varying length: record i is elements
+/// 1-D int32 sequences of varying length (a ragged store of ndim 1): record i is elements
 /// `cu_seqlens[i]..cu_seqlens[i + 1]` of `values` (little-endian).
 #[derive(Clone, Debug)]
 pub struct Ragged {
@@ -90,11 +85,6 @@ impl Ragged {
             .map(|w| (w[1] - w[0]) as u32)
             .collect()
     }
-
-    /// The store schema of these records.
-    pub fn schema(&self) -> Schema {
-        Schema::ragged(DType::I32, 1)
-    }
 }
 
 /// W1: `n` image-like records. Each channel is a smooth gradient with a few flat
@@ -113,7 +103,7 @@ pub fn w1_range(records: Range<usize>, seed: u64) -> Dense {
         image_record(&mut Rng::new(seed, (first + i) as u64), rec)
     });
     Dense {
-        dtype: DType::U8,
+        dtype: "uint8",
         item_shape: W1_SHAPE.to_vec(),
         item_bytes: W1_RECORD_BYTES,
         bytes,
@@ -130,7 +120,7 @@ pub fn w2(n: usize, seed: u64) -> Dense {
         }
     });
     Dense {
-        dtype: DType::I32,
+        dtype: "int32",
         item_shape: vec![W2_TOKENS as u64],
         item_bytes: W2_RECORD_BYTES,
         bytes,
@@ -213,11 +203,13 @@ fn image_record(rng: &mut Rng, rec: &mut [u8]) {
     }
 }
 
-/// Fills `out` record by record with `f(index, record)` on up to 2 threads (the data
+/// Fills `out` record by record with `f(index, record)` on up to 4 threads (the data
 /// only depends on the index, so the split does not matter).
 fn fill_records(out: &mut [u8], record_bytes: usize, f: impl Fn(usize, &mut [u8]) + Sync) {
     let n = out.len() / record_bytes;
-    let threads = zring_platform::available_cores().clamp(1, 4);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
     let per = n.div_ceil(threads).max(1);
     std::thread::scope(|s| {
         for (t, part) in out.chunks_mut(per * record_bytes).enumerate() {
@@ -247,9 +239,10 @@ mod tests {
 
     #[test]
     fn the_benchmark_seed_gives_the_same_records_as_before_the_move() {
-        // Checksums of the workloads as zring-benches generated them before their
-        // generator moved here (with their seed, SEED): figures stay comparable.
-        let sum = zring_engine::format::checksum;
+        // Checksums (XXH3-64, the store format's checksum) of the workloads as
+        // zring-benches generated them before their generator moved here (with their
+        // seed, SEED): figures stay comparable.
+        let sum = xxhash_rust::xxh3::xxh3_64;
         assert_eq!(sum(&w1(4, SEED).bytes), 0x342c_49d8_5b1f_8f2c);
         assert_eq!(sum(&w2(64, SEED).bytes), 0x1863_8482_3291_acb9);
         let r = w3(64, SEED);

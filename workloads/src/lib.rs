@@ -1,6 +1,12 @@
 //! zring's generated workloads, the one source of synthetic data: `zring bench`
-//! (at run time) and the criterion benches (`zring-benches`) both draw from here, so
-//! a workload and its seed mean the same bytes everywhere.
+//! (zring-cli, at run time), the criterion benches (`zring-benches`) and the loader's
+//! bench all draw from here, so a workload and its seed mean the same bytes
+//! everywhere.
+//!
+//! A leaf crate: it depends on nothing of zring's (so the test kit, which every zring
+//! crate's tests use, could build on it without a dependency cycle). Records are bytes;
+//! their store schema is the caller's (the dtype is named, NumPy's way, in
+//! [`Dense::dtype`]).
 //!
 //! - [`rng`]: a seeded splitmix64 (no `rand` dependency: the data must be the same on
 //!   every machine and every version).
@@ -12,6 +18,7 @@
 //!
 //! Every record is generated from its own stream `(seed, index)`, so its bytes do not
 //! depend on how many records are made or on how many threads make them.
+#![deny(unsafe_code)]
 
 mod image;
 pub mod rng;

@@ -1,5 +1,5 @@
 //! The arguments of `zring bench` and the engine options they give, shared by the
-//! command (`bench`) and its runs (`bench_run`, `bench_loader`, `bench_report`).
+//! command (`bench`) and its runs (`run`, `loader`, `report`).
 
 use std::path::PathBuf;
 
@@ -7,9 +7,9 @@ use clap::{Args, ValueEnum};
 use zring_engine::{Backend, Codec, ReadOptions};
 use zring_sampler::Mode;
 
-use super::pack::DEFAULT_DICT_BYTES;
-use super::parse_codec;
 use super::synth::IMAGE_BYTES;
+use crate::pack::DEFAULT_DICT_BYTES;
+use crate::parse_codec;
 
 /// Default synthetic record count: 1000 W1 images (147 MiB) builds and runs in a
 /// few seconds on a 2-core machine and keeps the temp file modest.

@@ -1,46 +1,56 @@
-//! The `zring` command-line tool: `pack`, `info`, `verify`, `train-dict`, `bench`,
-//! `convert` (which points to the Python converters) and `gc`.
-//! The binary (`src/bin/zring.rs`) only calls [`main`].
+//! zring-cli: the `zring` command line (`pack`, `info`, `verify`, `train-dict`,
+//! `bench`, `convert`, which points to the Python converters, and `gc`), the `.npy`
+//! reader it packs from ([`npy`]), and `zring bench`, the benchmark suite
+//! (`src/bench/`). Its records come from `zring-workloads`, the one generator of
+//! zring's synthetic data.
+//!
+//! The library is the command: [`run_cli`] runs it on a command line, and both the
+//! `zring` binary (`src/bin/zring.rs`) and the Python package's `zring` command call
+//! it. The command's modules are private: they are not an API. The `zring` crate,
+//! the library facade, depends on none of this (no clap, indicatif or plotters).
+//!
+//! Features: `remote` (default) reads stores and datasets at s3://, gs://, az://,
+//! http(s):// and file:// URLs; `plot` (default) draws `zring bench --plot`.
+//!
+//! No `unsafe` here: the system calls and mappings it needs are zring-platform's
+//! safe wrappers.
+#![deny(unsafe_code)]
 
-pub mod bench;
-pub mod bench_args;
-pub mod bench_fio;
-pub mod bench_loader;
-pub mod bench_plot;
-pub mod bench_replay;
-pub mod bench_report;
-pub mod bench_run;
-pub mod bench_series;
-pub mod bench_types;
-pub mod convert;
-pub mod dataset;
-pub mod error;
-pub mod gc;
-pub mod histogram;
-pub mod info;
-pub mod measure;
-pub mod output;
-pub mod pack;
-pub mod progress;
-pub mod synth;
-pub mod train_dict;
-pub mod verify;
+mod bench;
+mod convert;
+mod dataset;
+mod error;
+mod gc;
+mod info;
+pub mod npy;
+mod output;
+mod pack;
+mod progress;
+mod train_dict;
+mod verify;
 
 use clap::{Parser, Subcommand};
 
-pub use error::{CliError, CliResult};
+pub(crate) use error::{CliError, CliResult};
+
+/// The first line of `zring --help`.
+const ABOUT: &str = "Typed record storage engine: immutable single-file stores read by \
+                     random batched gathers at the speed of the hardware";
 
 /// zring: typed record stores read by random batched gathers.
+///
+/// `--help` says what the `zring` crate's description says (this crate's own is
+/// about the crate, not the command).
 #[derive(Debug, Parser)]
-#[command(name = "zring", version, about, long_about = None)]
-pub struct Cli {
+#[command(name = "zring", version, about = ABOUT, long_about = None)]
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Build a store from a .npy array (dense) or values/offsets .npy files (ragged).
     Pack(pack::PackArgs),
     /// Show a store's (or a dataset's) layout, dtype, codec, sizes and metadata.
@@ -50,7 +60,7 @@ pub enum Command {
     /// Train a zstd dictionary from a store's or a .npy file's records.
     TrainDict(train_dict::TrainDictArgs),
     /// Time random batched gathers (or single-record gets) on a synthetic or given store.
-    Bench(bench_args::BenchArgs),
+    Bench(bench::args::BenchArgs),
     /// Convert Parquet, Arrow, Hugging Face, WebDataset, image folders, HDF5, .npz or
     /// .npy into a dataset (done by the Python package: `python -m zring convert`).
     Convert(convert::ConvertArgs),
@@ -60,7 +70,7 @@ pub enum Command {
 }
 
 /// Runs one parsed command.
-pub fn run(cli: Cli) -> CliResult {
+pub(crate) fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Pack(a) => pack::run(&a),
         Command::Info(a) => info::run(&a),
@@ -76,7 +86,7 @@ pub fn run(cli: Cli) -> CliResult {
 /// 1 with `zring: <message>` on stderr when the command fails (2 for usage errors the
 /// command finds itself), 2 with clap's usage text on a bad command line (`--help` and `--version` print and return 0). The
 /// `zring` binary and the Python package's `zring` command both run this.
-pub fn run_args<I, T>(args: I) -> u8
+pub fn run_cli<I, T>(args: I) -> u8
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,

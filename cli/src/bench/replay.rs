@@ -10,7 +10,7 @@ use std::sync::Arc;
 use zring_engine::{Codec, ReadOptions, Store};
 
 use super::synth::SynthSpec;
-use super::{CliError, CliResult};
+use crate::{CliError, CliResult};
 
 /// The generator spec replaying `source`'s sizes, and `source`'s codec.
 pub fn spec(source: &Path, seed: u64) -> CliResult<(SynthSpec, Codec)> {

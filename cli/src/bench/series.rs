@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::output::MIB;
+use crate::output::MIB;
 
 /// Intervals per run when `--duration` allows: enough points for a line, each long
 /// enough to hold several batches.
@@ -69,6 +69,7 @@ impl Series {
     }
 
     /// The interval length.
+    #[cfg_attr(not(feature = "plot"), allow(dead_code))] // only the plots use it
     pub fn interval(&self) -> Duration {
         self.interval
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use zring::engine::{Codec, DType, Schema, WriteOptions, Writer};
+use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
 
 fn zring_with_path(args: &[&str], path_var: Option<&Path>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_zring"));

@@ -1,8 +1,0 @@
-//! The `zring` command-line tool; see `zring --help`. The command itself lives in the
-//! library (`zring::run_cli`) so that the Python package's `zring` command runs the
-//! same code.
-#![deny(unsafe_code)]
-
-fn main() -> std::process::ExitCode {
-    std::process::ExitCode::from(zring::run_cli(std::env::args_os()))
-}
