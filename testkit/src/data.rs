@@ -1,34 +1,28 @@
 //! Deterministic bytes for tests: fixed seeds make every failure reproducible.
 
-/// SplitMix64: a small, fast, well-mixed generator.
+/// SplitMix64, zring's one ([`zring_workloads::Rng`]), seeded the test kit's way.
 ///
-/// The benchmark workloads have their own splitmix64 (`zring::synth::rng`, in the
-/// root crate) and this one does not reuse it, for the dependency direction: the root
-/// crate's tests use this kit, so the kit cannot depend on the root crate (every
-/// crate's tests would then build it, CLI and all), and the root crate cannot take a
-/// normal dependency on a dev-only kit. Tests that want the benchmark data (W1-W3)
-/// take it from `zring::synth`; this generator is for tests' own inputs, seeded with
-/// `new(seed)` (or `from_state`) rather than per record.
+/// The benchmark workloads (W1-W3) draw from the same generator, one stream per
+/// `(seed, record)`; tests that want that data take it from `zring_workloads`. This
+/// wrapper is for tests' own inputs: seeded with `new(seed)` (or `from_state`) rather
+/// than per record, and with [`below`](Self::below) a plain modulo, so the inputs
+/// tests fixed by seed stay exactly the same.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(zring_workloads::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Self(seed ^ 0x5851_F42D_4C95_7F2D)
+        Self::from_state(seed ^ 0x5851_F42D_4C95_7F2D)
     }
 
     /// A generator whose state is `state` as given (tests that fixed their inputs by
     /// the raw state keep them).
     pub fn from_state(state: u64) -> Self {
-        Self(state)
+        Self(zring_workloads::Rng::from_state(state))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (n > 0); the modulo bias is irrelevant for tests.
@@ -95,4 +89,21 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
     }
     out.truncate(n);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeded_draws_are_the_same_as_before_the_generator_was_shared() {
+        // Draws of the kit's own splitmix64 before it wrapped zring-workloads' one:
+        // inputs that tests fixed by seed must not change.
+        let mut r = Rng::new(1);
+        assert_eq!(r.next_u64(), 0xc1b4_bb72_8dd9_6dc3);
+        assert_eq!(r.next_u64(), 0xfc94_d6cb_a1d4_622c);
+        assert_eq!(r.below(1000), 0xe3a8_c908_8ca4_fd45 % 1000);
+        let mut s = Rng::from_state(0);
+        assert_eq!(s.next_u64(), 0xe220_a839_7b1d_cdaf);
+    }
 }

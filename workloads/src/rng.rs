@@ -1,5 +1,7 @@
 //! A tiny deterministic generator (splitmix64): the benchmark data must be the same
-//! on every machine and every run, and must not depend on a `rand` version.
+//! on every machine and every run, and must not depend on a `rand` version. The one
+//! splitmix64 of zring's data: the test kit's generator (`zring_testkit::Rng`) is
+//! this one, seeded its own way.
 
 /// splitmix64's finaliser: a good 64-bit mix of `x`.
 pub fn mix(mut x: u64) -> u64 {
@@ -21,6 +23,13 @@ impl Rng {
         Self {
             state: mix(seed ^ mix(stream.wrapping_add(0x9e37_79b9_7f4a_7c15))),
         }
+    }
+
+    /// A generator whose state is `state` as given: the draws are splitmix64's
+    /// sequence after `state` (for callers with their own seeding, such as the test
+    /// kit's `Rng::new(seed)`).
+    pub fn from_state(state: u64) -> Self {
+        Self { state }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -57,6 +66,15 @@ mod tests {
         assert_eq!(a, b);
         let mut other = Rng::new(1, 3);
         assert_ne!(a[0], other.next_u64());
+    }
+
+    #[test]
+    fn from_state_draws_splitmix64s_reference_sequence() {
+        // splitmix64 (Steele, Lea and Flood 2014; Vigna's splitmix64.c) from state 0.
+        let mut r = Rng::from_state(0);
+        assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(r.next_u64(), 0x06c4_5d18_8009_454f);
     }
 
     #[test]
