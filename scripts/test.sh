@@ -72,7 +72,7 @@ step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 (cd python && cargo clippy --all-targets -- -D warnings)
 
-step "fio (zring bench --compare fio runs it; tests/bench_cli.rs checks that comparison)"
+step "fio (zring bench --compare fio runs it; cli/tests/bench_cli.rs checks that comparison)"
 if ! command -v fio >/dev/null 2>&1; then
   apt_install fio
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # W4: O_DIRECT random record gathers vs fio on the same file, interleaved rounds.
 # Usage: scripts/w4_vs_fio.sh [record_bytes] [queue_depth] [batch] [rounds]
-# Needs fio (apt-get install fio) and a release build (cargo build --release).
+# Needs fio (apt-get install fio) and a release build (cargo build --release -p zring-cli).
 # FIO_IOMEM=shmhuge gives fio huge-page buffers like zring's (needs
 # `echo 64 > /proc/sys/vm/nr_hugepages`): with 128 KiB reads on a virtio disk, fio's
 # 4 KiB-page buffers cost it half its throughput (one segment per page).
