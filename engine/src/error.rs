@@ -66,6 +66,9 @@ pub enum Error {
     /// A worker thread stopped because another one failed first; the other's error
     /// is the one to report.
     WorkerStopped,
+    /// A batch was stopped by its stop signal ([`crate::Interrupt`]) before it
+    /// finished; its destination holds no result.
+    Interrupted,
     /// The store was written by a newer, incompatible format version.
     UnsupportedVersion {
         path: PathBuf,
@@ -254,6 +257,7 @@ impl fmt::Display for Error {
             Error::WorkerStopped => {
                 f.write_str("a zring worker stopped because another one failed")
             }
+            Error::Interrupted => f.write_str("the batch was stopped before it finished"),
             Error::UnsupportedVersion {
                 path,
                 found_major,
@@ -373,6 +377,7 @@ impl From<Error> for io::Error {
                 io::ErrorKind::OutOfMemory
             }
             Error::Internal(_) | Error::WorkerStopped => io::ErrorKind::Other,
+            Error::Interrupted => io::ErrorKind::Interrupted,
             Error::FileChanged { .. } | Error::ObjectChanged { .. } => io::ErrorKind::UnexpectedEof,
             Error::Remote { kind, .. } => *kind,
             Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::Schema(_) => {

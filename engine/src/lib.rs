@@ -59,6 +59,7 @@ mod error;
 pub mod format;
 mod pending;
 mod read;
+mod records;
 pub mod remote;
 mod schema;
 mod store;
@@ -77,9 +78,10 @@ pub use format::{BlockKind, SectionKind};
 pub use pending::Pending;
 pub use read::plan::Planner;
 pub use read::{
-    Backend, Coalesce, ParseBackendError, RaggedBatch, RaggedLayout, Read, ReadOptions,
-    ReadsServed, StoreStats,
+    Backend, Coalesce, Interrupt, Never, ParseBackendError, RaggedBatch, RaggedLayout, Read,
+    ReadOptions, ReadsServed, StoreStats,
 };
+pub use records::Records;
 pub use schema::{shape_bytes, Codec, Layout, Schema, StoreSchema, MAX_NDIM};
 pub use store::{ReadPlan, Store};
 pub use writer::{WriteOptions, Writer};

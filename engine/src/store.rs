@@ -12,8 +12,8 @@ use crate::entry::Entry;
 use crate::error::{Error, Result, StoreProblem};
 use crate::format::{Footer, Superblock, BLOCK};
 use crate::read::{
-    check_schema, decode_footer, decode_superblock, Backend, Coalesce, Opened, RaggedBatch,
-    RaggedLayout, Read, ReadOptions, Reader, ReadsServed, StoreStats,
+    check_schema, decode_footer, decode_superblock, Backend, Coalesce, Interrupt, Never, Opened,
+    RaggedBatch, RaggedLayout, Read, ReadOptions, Reader, ReadsServed, StoreStats,
 };
 use crate::schema::{Codec, Schema, StoreSchema};
 
@@ -217,7 +217,18 @@ impl Store {
     /// record `indices[k]` lands at `dest[k * item_bytes ..]`. `dest` must be exactly
     /// `indices.len() * item_bytes` bytes.
     pub fn gather(&self, indices: &[u64], dest: &mut [u8]) -> Result<()> {
-        self.inner.gather(indices, dest)
+        self.inner.gather(indices, dest, &Never)
+    }
+
+    /// [`Store::gather`] that stops early, with [`Error::Interrupted`], once `stop`
+    /// says so (it is asked between records on every thread of the gather).
+    pub fn gather_until(
+        &self,
+        indices: &[u64],
+        dest: &mut [u8],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
+        self.inner.gather(indices, dest, stop)
     }
 
     /// Gathers dense records into a new vector.
@@ -249,7 +260,20 @@ impl Store {
         layout: &RaggedLayout,
         values: &mut [u8],
     ) -> Result<()> {
-        self.inner.gather_ragged_into(indices, layout, values)
+        self.inner
+            .gather_ragged_into(indices, layout, values, &Never)
+    }
+
+    /// [`Store::gather_ragged_into`] that stops early, with [`Error::Interrupted`],
+    /// once `stop` says so.
+    pub fn gather_ragged_until(
+        &self,
+        indices: &[u64],
+        layout: &RaggedLayout,
+        values: &mut [u8],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
+        self.inner.gather_ragged_into(indices, layout, values, stop)
     }
 
     /// Gathers ragged records into a new batch (values in an aligned buffer).
@@ -261,7 +285,13 @@ impl Store {
     /// compressed record decodes to its logical length. Returns the first bad record's
     /// error (the lowest index).
     pub fn verify_range(&self, range: Range<u64>) -> Result<()> {
-        self.inner.verify_range(range)
+        self.inner.verify_range(range, &Never)
+    }
+
+    /// [`Store::verify_range`] that stops early, with [`Error::Interrupted`], once
+    /// `stop` says so.
+    pub fn verify_range_until(&self, range: Range<u64>, stop: &dyn Interrupt) -> Result<()> {
+        self.inner.verify_range(range, stop)
     }
 
     /// Checks every record (see [`Store::verify_range`]).

@@ -34,7 +34,7 @@ use std::fs::File;
 use zring_engine::{Backend, Coalesce, Store};
 
 use crate::options::{LoaderOptions, Lookahead};
-use crate::view::{Kind, Plan, Source};
+use crate::view::{Kind, Plan};
 
 /// The queue depth assumed where the store is not on a block device.
 pub const DEFAULT_DEVICE_DEPTH: usize = 64;
@@ -98,12 +98,11 @@ pub(crate) fn figures(plan: &Plan, indices: &[u64]) -> Figures {
             };
             // A dataset field is measured on its first shard's store (its indices are
             // global, so its reads are counted one per record).
-            let (store, planned) = match view.source() {
-                Source::Store(s) => (s, true),
-                Source::Field(f) => match f.dataset().store(0, f.index()) {
-                    Some(s) => (s, false),
-                    None => continue,
-                },
+            let records = view.source();
+            let (store, planned) = match (records.as_store(), records.sample_store()) {
+                (Some(s), _) => (s, true),
+                (None, Some(s)) => (s, false),
+                (None, None) => continue,
             };
             step_bytes += match &stream.kind {
                 Kind::Dense { shard_bytes, .. } => *shard_bytes as u64,

@@ -11,7 +11,7 @@ use crate::options::LoaderOptions;
 use crate::recycle::VecPool;
 use crate::schedule::Schedule;
 use crate::view::{Kind, Plan, StreamPlan};
-use zring_engine::RaggedLayout;
+use zring_engine::{Never, RaggedLayout};
 use zring_platform::{BufPool, BufPoolOptions};
 
 /// The transform from a gathered step to what the consumer receives.
@@ -161,7 +161,9 @@ impl<T> Factory<T> {
                     item_bytes * indices.len()
                 };
                 let mut data = pool.get_exact(bytes).map_err(buffer_err)?;
-                store.gather(indices, &mut data).map_err(gather_err)?;
+                store
+                    .gather_until(indices, &mut data, &Never)
+                    .map_err(gather_err)?;
                 let shape = if full {
                     Arc::clone(shape)
                 } else {
@@ -191,7 +193,7 @@ impl<T> Factory<T> {
                         .map_err(gather_err)?;
                     let mut values = pool.get(layout.values_bytes).map_err(buffer_err)?;
                     store
-                        .gather_ragged_into(indices, &layout, &mut values)
+                        .gather_ragged_until(indices, &layout, &mut values, &Never)
                         .map_err(gather_err)?;
                     Ok(values)
                 })();

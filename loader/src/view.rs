@@ -6,67 +6,10 @@ use std::sync::Arc;
 use crate::error::{LoaderError, OptionsError, Result};
 use crate::schedule::Schedule;
 use zring_engine::dataset::DatasetField;
-use zring_engine::{DType, Layout, RaggedLayout, Schema, Store};
+use zring_engine::{DType, Layout, Records, Store};
 
-/// What a view reads: a store, or one field of a dataset (read like a store).
-#[derive(Clone, Debug)]
-pub enum Source {
-    Store(Store),
-    Field(DatasetField),
-}
-
-impl Source {
-    /// Records readable.
-    pub fn len(&self) -> u64 {
-        match self {
-            Source::Store(s) => s.len(),
-            Source::Field(f) => f.len(),
-        }
-    }
-
-    /// Whether there are no records.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The records' schema.
-    pub fn schema(&self) -> &Schema {
-        match self {
-            Source::Store(s) => s.schema(),
-            Source::Field(f) => f.schema(),
-        }
-    }
-
-    pub(crate) fn gather(&self, indices: &[u64], dest: &mut [u8]) -> zring_engine::Result<()> {
-        match self {
-            Source::Store(s) => s.gather(indices, dest),
-            Source::Field(f) => f.gather(indices, dest),
-        }
-    }
-
-    pub(crate) fn ragged_layout_into(
-        &self,
-        indices: &[u64],
-        layout: &mut RaggedLayout,
-    ) -> zring_engine::Result<()> {
-        match self {
-            Source::Store(s) => s.ragged_layout_into(indices, layout),
-            Source::Field(f) => f.ragged_layout_into(indices, layout),
-        }
-    }
-
-    pub(crate) fn gather_ragged_into(
-        &self,
-        indices: &[u64],
-        layout: &RaggedLayout,
-        values: &mut [u8],
-    ) -> zring_engine::Result<()> {
-        match self {
-            Source::Store(s) => s.gather_ragged_into(indices, layout, values),
-            Source::Field(f) => f.gather_ragged_into(indices, layout, values),
-        }
-    }
-}
+/// What a view reads: any [`Records`] (a store, or one field of a dataset), shared.
+pub type Source = Arc<dyn Records>;
 
 /// One placement's view of a store (or of a dataset's field): which source to gather
 /// from, and into what kind of memory. A loader with `S` views per stream cuts every
@@ -79,44 +22,35 @@ pub struct View {
 }
 
 impl View {
-    /// Gathers `store` into ordinary (pageable) aligned host buffers.
-    pub fn new(store: impl Into<Source>) -> Self {
-        Self {
-            store: store.into(),
-            pinned: false,
-        }
+    /// Gathers `records` (a [`Store`], a [`DatasetField`], any [`Records`]) into
+    /// ordinary (pageable) aligned host buffers.
+    pub fn new(records: impl Records + 'static) -> Self {
+        Self::shared(Arc::new(records), false)
     }
 
-    /// Gathers `store` into page-locked (`mlock`ed) buffers, ready for DMA to a
+    /// Gathers `records` into page-locked (`mlock`ed) buffers, ready for DMA to a
     /// device. Pinning needs `RLIMIT_MEMLOCK` room for (workers + prefetch + 1) shards;
     /// if it is lacking, the step that cannot pin fails with the OS error.
-    pub fn pinned(store: impl Into<Source>) -> Self {
+    pub fn pinned(records: impl Records + 'static) -> Self {
+        Self::shared(Arc::new(records), true)
+    }
+
+    /// A view of records already shared, into pinned buffers or not.
+    pub fn shared(records: Source, pinned: bool) -> Self {
         Self {
-            store: store.into(),
-            pinned: true,
+            store: records,
+            pinned,
         }
     }
 
-    /// The store (or dataset field) read through this view.
-    pub fn source(&self) -> &Source {
-        &self.store
+    /// The records read through this view.
+    pub fn source(&self) -> &dyn Records {
+        &*self.store
     }
 
     /// Whether this view's buffers are page-locked.
     pub fn is_pinned(&self) -> bool {
         self.pinned
-    }
-}
-
-impl From<Store> for Source {
-    fn from(store: Store) -> Self {
-        Source::Store(store)
-    }
-}
-
-impl From<DatasetField> for Source {
-    fn from(field: DatasetField) -> Self {
-        Source::Field(field)
     }
 }
 

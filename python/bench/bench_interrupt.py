@@ -1,9 +1,10 @@
-"""What cutting long calls into Ctrl-C-interruptible slices costs.
+"""What making long calls Ctrl-C-interruptible costs.
 
 The same gather (128 MiB, 4 KiB records, all ids in random order, into one `out`
 array) and the same append (32 MiB, zstd level 3) timed in turns from the main
-thread, where they are sliced, and from another thread, where they run as one engine
-call as before. Prints the medians and main/other ratios (same run, same process).
+thread, where signals are watched (the engine's stop signal for the gather, slices
+for the append), and from another thread, where each runs as one engine call with
+nothing watched. Prints the medians and main/other ratios (same run, same process).
 
     python python/bench/bench_interrupt.py [pread|mmap]
 """
@@ -40,7 +41,7 @@ with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") els
     for _ in range(9):
         main.append(timed(lambda: s.gather(ids, out=out)))
         thread.append(in_thread(lambda: timed(lambda: s.gather(ids, out=out))))
-    print(f"gather 128 MiB: main (sliced) median {np.median(main)*1e3:.1f} ms, other thread (one call) median {np.median(thread)*1e3:.1f} ms, ratio {np.median(main)/np.median(thread):.3f}")
+    print(f"gather 128 MiB: main (signals watched) median {np.median(main)*1e3:.1f} ms, other thread (one call) median {np.median(thread)*1e3:.1f} ms, ratio {np.median(main)/np.median(thread):.3f}")
     rows = np.random.default_rng(2).integers(0, 16, size=(512, 64 << 10), dtype=np.uint8)  # 32 MiB
     main, thread = [], []
     def app():

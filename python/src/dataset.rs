@@ -17,8 +17,8 @@ use crate::buffer::{self, array_over};
 use crate::dtype;
 use crate::errors;
 use crate::index::{self, Selection};
-use crate::interrupt::{self, RECORD_COST};
-use crate::ragged::{layout_part, ragged_batch, LAYOUT_ON_A_THREAD};
+use crate::interrupt;
+use crate::ragged::{ragged_batch, LAYOUT_ON_A_THREAD};
 use crate::store::{read_options, remote_options, ReadError};
 
 /// An open dataset at one manifest version.
@@ -157,9 +157,8 @@ impl PyDataset {
 }
 
 /// Gathers records `ids` of `fields` into `bufs` (one per field; ragged ones laid out
-/// by their `layouts`), in slices that Ctrl-C can stop between: each slice gathers
-/// every field of its records, ragged ones with their part of the layout rebased to
-/// start at 0. On an error `bufs` hold a partial result.
+/// by their `layouts`); Ctrl-C stops it (see `interrupt`). On an error `bufs` hold a
+/// partial result.
 fn gather_into(
     py: Python<'_>,
     ds: &Dataset,
@@ -168,52 +167,23 @@ fn gather_into(
     layouts: &[Option<RaggedLayout>],
     bufs: &mut [PooledBuf],
 ) -> PyResult<()> {
-    let schemas: Vec<&Schema> = fields.iter().map(|&f| &ds.fields()[f].schema).collect();
-    let dense_width: u64 = schemas.iter().filter_map(|s| s.item_bytes()).sum();
-    let cost = |k: usize| {
-        let ragged: u64 = layouts
-            .iter()
-            .zip(&schemas)
-            .filter_map(|(l, s)| Some(l.as_ref()?.cu_seqlens[k] * s.dtype.itemsize() as u64))
-            .sum();
-        k as u64 * (dense_width + RECORD_COST) + ragged
-    };
-    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
-        let whole = r.start == 0 && r.end == ids.len();
-        // Each ragged field's part of its layout for these records, and where its
-        // values go (the whole layout when the slice is the whole selection).
-        let parts: Vec<Option<(Option<RaggedLayout>, std::ops::Range<usize>)>> = layouts
-            .iter()
-            .zip(&schemas)
-            .map(|(l, s)| {
-                let l = l.as_ref()?;
-                Some(if whole {
-                    (None, 0..l.values_bytes)
-                } else {
-                    let (part, bytes) = layout_part(l, &r, s.ndim(), s.dtype.itemsize());
-                    (Some(part), bytes)
-                })
-            })
-            .collect();
-        let mut dests: Vec<FieldDest<'_>> = Vec::with_capacity(bufs.len());
-        for (k, buf) in bufs.iter_mut().enumerate() {
-            let s = schemas[k];
-            match (&layouts[k], &parts[k], s.item_bytes()) {
-                (Some(l), Some((part, bytes)), _) => {
-                    dests.push(FieldDest::Ragged {
-                        layout: part.as_ref().unwrap_or(l),
-                        values: &mut buf[bytes.clone()],
-                    });
-                }
-                (_, _, w) => {
-                    let w = w.unwrap_or(0) as usize;
-                    dests.push(FieldDest::Dense(&mut buf[r.start * w..r.end * w]));
-                }
+    let mut dests: Vec<FieldDest<'_>> = bufs
+        .iter_mut()
+        .zip(layouts)
+        .zip(fields)
+        .map(|((buf, layout), &f)| match layout {
+            Some(layout) => FieldDest::Ragged {
+                layout,
+                values: &mut buf[..layout.values_bytes],
+            },
+            None => {
+                let width = ds.fields()[f].schema.item_bytes().unwrap_or(0) as usize;
+                FieldDest::Dense(&mut buf[..ids.len() * width])
             }
-        }
-        ds.gather(&ids[r], fields, &mut dests)
-    })
-    .map_err(|h| h.into_py(py))
+        })
+        .collect();
+    interrupt::read(py, |stop| ds.gather_until(ids, fields, &mut dests, stop))
+        .map_err(|h| h.into_py(py))
 }
 
 #[pymethods]
@@ -366,36 +336,7 @@ impl PyDataset {
     /// whole dataset's check can take minutes, and Ctrl-C stops it between slices.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
         let ds = &self.ds;
-        // The stores in the order `Dataset::verify` checks them (shard by shard, field
-        // by field), and where each one's records start in one count over all.
-        let mut stores = Vec::new();
-        let mut starts = vec![0u64];
-        for shard in 0..ds.shards() {
-            for field in 0..ds.fields().len() {
-                if let Some(store) = ds.store(shard, field) {
-                    stores.push(store);
-                    starts.push(starts.last().copied().unwrap_or(0) + store.len());
-                }
-            }
-        }
-        let total = starts.last().copied().unwrap_or(0);
-        let n = usize::try_from(total).unwrap_or(usize::MAX);
-        let cost = |k: usize| k as u64 * RECORD_COST;
-        interrupt::run(py, n, cost, interrupt::Plan::read(), |r| {
-            let (lo, hi) = (r.start as u64, r.end as u64);
-            let first = starts.partition_point(|&st| st <= lo).saturating_sub(1);
-            for (k, store) in stores.iter().enumerate().skip(first) {
-                let (a, b) = (starts[k], starts[k + 1]);
-                if a >= hi {
-                    break;
-                }
-                if lo.max(a) < hi.min(b) {
-                    store.verify_range(lo.max(a) - a..hi.min(b) - a)?;
-                }
-            }
-            Ok(())
-        })
-        .map_err(|h| h.into_py(py))
+        interrupt::read(py, |stop| ds.verify_until(stop)).map_err(|h| h.into_py(py))
     }
 
     /// Field `name` as an object the loader accepts wherever it accepts a store.

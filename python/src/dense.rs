@@ -11,7 +11,7 @@ use zring_engine::Store;
 
 use crate::buffer::{self, array_over};
 use crate::index::{self, Selection};
-use crate::interrupt::{self, RECORD_COST};
+use crate::interrupt;
 use crate::pin::Pinned;
 use crate::store::{check_out, open, StoreBase};
 
@@ -143,7 +143,7 @@ impl DenseStore {
         // while the engine writes it without the GIL (see `pin`).
         let mut pinned = Pinned::for_writing(out_arr, "out")?;
         let store = base.handle(py)?;
-        gather_into(py, &store, sel.ids(), me.item_bytes, pinned.bytes_mut())?;
+        gather_into(py, &store, sel.ids(), pinned.bytes_mut())?;
         drop(pinned);
         Ok(out.clone())
     }
@@ -177,7 +177,7 @@ impl DenseStore {
             let what = buffer::records_of(&store.path().display(), ids, None);
             buffer::alloc_error(len, &what, e)
         })?;
-        gather_into(py, &store, ids, self.item_bytes, &mut buf)?;
+        gather_into(py, &store, ids, &mut buf)?;
         let mut shape = match sel {
             Selection::One(_) => Vec::with_capacity(self.item_shape.len()),
             Selection::Many { shape, .. } => shape.clone(),
@@ -187,20 +187,10 @@ impl DenseStore {
     }
 }
 
-/// Gathers the records `ids` of `width` bytes into `dest`, in slices that Ctrl-C can
-/// stop between (see `interrupt`); on an error `dest` holds a partial result.
-fn gather_into(
-    py: Python<'_>,
-    store: &Store,
-    ids: &[u64],
-    width: usize,
-    dest: &mut [u8],
-) -> PyResult<()> {
-    let cost = |k: usize| k as u64 * (width as u64 + RECORD_COST);
-    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
-        store.gather(&ids[r.clone()], &mut dest[r.start * width..r.end * width])
-    })
-    .map_err(|h| h.into_py(py))
+/// Gathers the records `ids` into `dest`; Ctrl-C stops it (see `interrupt`). On an
+/// error `dest` holds a partial result.
+fn gather_into(py: Python<'_>, store: &Store, ids: &[u64], dest: &mut [u8]) -> PyResult<()> {
+    interrupt::read(py, |stop| store.gather_until(ids, dest, stop)).map_err(|h| h.into_py(py))
 }
 
 /// `store[i, ...]`: select records with the first element, then index the result

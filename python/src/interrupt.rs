@@ -2,33 +2,31 @@
 //!
 //! Python runs signal handlers (Ctrl-C's `KeyboardInterrupt`) only in the main
 //! thread, with the GIL. A gather or an append of hundreds of MiB is one engine call
-//! made without the GIL, so Ctrl-C would wait for all of it (seconds). [`run`] cuts
-//! such work into consecutive slices, each one engine call sized from the measured
-//! rate to take about 20 ms (reads) or 40 ms (appends), and between slices takes the GIL for a moment to run pending
-//! signal handlers. An exception from a handler stops the work there: the caller
-//! drops its partial output (a read) or aborts (a writer), so a partial result is
-//! never returned as a success, and no engine work is left running (each slice is a
-//! whole engine call that has returned).
+//! made without the GIL, so Ctrl-C would wait for all of it (seconds).
 //!
-//! Only the main thread slices: Python runs handlers nowhere else, so elsewhere the
+//! - Batch reads (gathers, verifies) are one engine call each, given the engine's
+//!   stop signal ([`read`]): between records, the calling thread takes the GIL for
+//!   a moment every 20 ms to run pending signal handlers, and an exception from one
+//!   stops the batch in the engine. The caller drops its partial output, so a
+//!   partial result is never returned as a success.
+//! - Appends are cut into consecutive slices, each one engine call sized
+//!   from the measured rate to take about 40 ms, with the handlers run between
+//!   slices ([`slicing`], [`slices`]): an exception stops the work there and the
+//!   caller aborts the writer.
+//!
+//! Only the main thread asks: Python runs handlers nowhere else, so elsewhere the
 //! work is one engine call as before.
 
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-/// How long one read slice should take: well under the ~50 ms after which a user
-/// notices that Ctrl-C is ignored.
-const READ_SLICE_TIME: Duration = Duration::from_millis(20);
 /// How long one append slice should take: appends start threads and wait for the
 /// slowest at the end of every call, so they pay more per slice than reads.
 const APPEND_SLICE_TIME: Duration = Duration::from_millis(40);
-
-/// What a read counts per record on top of its bytes: a record costs at least a
-/// system call or a page touch, whatever its size.
-pub const RECORD_COST: u64 = 4096;
 
 /// How to size slices. Costs are in the units of the work's `cost` function.
 #[derive(Clone, Copy, Debug)]
@@ -55,12 +53,6 @@ impl Plan {
         }
     }
 
-    /// The plan for gathers and verifies: the engine splits them into tasks of
-    /// about 64 KiB of output.
-    pub fn read() -> Self {
-        Plan::parallel(64 << 10, READ_SLICE_TIME)
-    }
-
     /// The plan for appends: the engine compresses chunks of `chunk_bytes` in
     /// parallel.
     pub fn append(chunk_bytes: u64) -> Self {
@@ -68,7 +60,7 @@ impl Plan {
     }
 }
 
-/// Why [`run`] stopped early.
+/// Why [`read`] or [`slices`] stopped early.
 pub enum Halt<E> {
     /// The work failed.
     Failed(E),
@@ -86,19 +78,70 @@ impl Halt<zring_engine::Error> {
     }
 }
 
-/// Runs `work` over items `0..n` in consecutive ranges without the GIL, checking
-/// for signals between ranges when called from the main thread. `cost(k)` is the
-/// cost of items `0..k` (non-decreasing). `work` is called at least once (with
-/// `0..0` when `n` is 0), so that it reports its own errors for empty work too.
-pub fn run<E: Send>(
+/// Runs one engine batch read (a gather, a verify) without the GIL. From the main
+/// thread, the engine's stop signal ([`zring_engine::Interrupt`], asked between
+/// records by every thread of the batch) takes the GIL for a moment every
+/// [`CHECK_EVERY`] to run pending signal handlers; an exception from one
+/// (`KeyboardInterrupt`) stops the batch, which the engine reports as
+/// `Error::Interrupted`, and is returned instead. Elsewhere Python runs no handlers,
+/// so nothing is asked.
+pub fn read(
     py: Python<'_>,
-    n: usize,
-    cost: impl Fn(usize) -> u64 + Sync,
-    plan: Plan,
-    work: impl FnMut(Range<usize>) -> Result<(), E> + Send,
-) -> Result<(), Halt<E>> {
-    let sliced = slicing(py, cost(n), plan);
-    py.detach(|| slices(sliced, n, &cost, plan, work))
+    work: impl FnOnce(&dyn zring_engine::Interrupt) -> zring_engine::Result<()> + Send,
+) -> Result<(), Halt<zring_engine::Error>> {
+    if !on_main_thread(py) {
+        return py
+            .detach(|| work(&zring_engine::Never))
+            .map_err(Halt::Failed);
+    }
+    let watch = SignalWatch {
+        caller: std::thread::current().id(),
+        last: Mutex::new(Instant::now()),
+        raised: Mutex::new(None),
+    };
+    let result = py.detach(|| work(&watch));
+    let raised = watch
+        .raised
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    match (result, raised) {
+        (_, Some(signal)) => Err(Halt::Signal(signal)),
+        (Err(e), None) => Err(Halt::Failed(e)),
+        (Ok(()), None) => Ok(()),
+    }
+}
+
+/// The engine's stop signal for a batch read run from the main thread (see [`read`]).
+struct SignalWatch {
+    /// The thread that may run Python's signal handlers (the engine asks every
+    /// thread of the batch; the others only follow the batch's stop).
+    caller: std::thread::ThreadId,
+    /// When the handlers last ran.
+    last: Mutex<Instant>,
+    /// What a handler raised.
+    raised: Mutex<Option<PyErr>>,
+}
+
+impl zring_engine::Interrupt for SignalWatch {
+    fn interrupted(&self) -> bool {
+        if std::thread::current().id() != self.caller {
+            return false;
+        }
+        {
+            let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.elapsed() < CHECK_EVERY {
+                return false;
+            }
+            *last = Instant::now();
+        }
+        match Python::attach(|py| py.check_signals()) {
+            Ok(()) => false,
+            Err(e) => {
+                *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                true
+            }
+        }
+    }
 }
 
 /// Whether work of `total` cost, run from this thread, is worth slicing.
@@ -106,9 +149,13 @@ pub fn slicing(py: Python<'_>, total: u64, plan: Plan) -> bool {
     total > plan.first && on_main_thread(py)
 }
 
-/// The loop of [`run`] for a caller that has already released the GIL (and may
-/// hold locks that it must keep across slices: they must never be taken by a
-/// thread holding the GIL). With `sliced` false, one call does all the work.
+/// Runs `work` over items `0..n` in consecutive ranges (an append's slices), for a
+/// caller that has already released the GIL (and may hold locks that it must keep
+/// across slices: they must never be taken by a thread holding the GIL), checking
+/// for signals between ranges. `cost(k)` is the cost of items `0..k`
+/// (non-decreasing). `work` is called at least once (with `0..0` when `n` is 0), so
+/// that it reports its own errors for empty work too. With `sliced` false, one call
+/// does all the work.
 pub fn slices<E>(
     sliced: bool,
     n: usize,

@@ -132,11 +132,7 @@ impl Loader {
             for v in &list {
                 let (source, d) = view_source(py, &name, v)?;
                 descr.get_or_insert(d);
-                rust_views.push(if pinned {
-                    View::pinned(source)
-                } else {
-                    View::new(source)
-                });
+                rust_views.push(View::shared(source, pinned));
             }
             let descr = descr.ok_or_else(|| {
                 errors::INVALID.err(
@@ -456,12 +452,13 @@ fn view_source(
 ) -> PyResult<(Source, Py<PyArrayDescr>)> {
     if let Ok(store) = v.cast::<StoreBase>() {
         let base = store.get();
-        return Ok((Source::Store(base.handle(py)?), base.descr(py)?.unbind()));
+        let store: Source = Arc::new(base.handle(py)?);
+        return Ok((store, base.descr(py)?.unbind()));
     }
     if let Ok(field) = v.cast::<PyDatasetField>() {
         let field = field.get().field.clone();
         let descr = dtype::to_numpy(py, field.schema().dtype)?.unbind();
-        return Ok((Source::Field(field), descr));
+        return Ok((Arc::new(field), descr));
     }
     Err(PyTypeError::new_err(format!(
         "stream {name} must be a list of DenseStore / RaggedStore objects or dataset fields, got {}",

@@ -14,7 +14,7 @@ use zring_engine::{RaggedLayout, Store};
 use crate::buffer::{self, array_over};
 use crate::errors;
 use crate::index::{self, Selection};
-use crate::interrupt::{self, RECORD_COST};
+use crate::interrupt;
 use crate::pin::{Pinned, PinnedMut};
 use crate::store::{batch_class, check_out, open, StoreBase};
 
@@ -211,9 +211,8 @@ fn layout_of(py: Python<'_>, store: &Store, ids: &[u64]) -> PyResult<RaggedLayou
     layout.map_err(|e| errors::engine(py, e))
 }
 
-/// Gathers the ragged records `ids` laid out by `layout` into `dest`, in slices that
-/// Ctrl-C can stop between (see `interrupt`); each slice is gathered with its own
-/// part of the layout, rebased to start at 0.
+/// Gathers the ragged records `ids` laid out by `layout` into `dest`; Ctrl-C stops
+/// it (see `interrupt`).
 fn gather_ragged_into(
     py: Python<'_>,
     store: &Store,
@@ -221,37 +220,10 @@ fn gather_ragged_into(
     layout: &RaggedLayout,
     dest: &mut [u8],
 ) -> PyResult<()> {
-    let cu = &layout.cu_seqlens;
-    let ndim = store.schema().ndim();
-    let itemsize = store.schema().dtype.itemsize();
-    let cost = |k: usize| cu[k] * itemsize as u64 + k as u64 * RECORD_COST;
-    interrupt::run(py, ids.len(), cost, interrupt::Plan::read(), |r| {
-        if r.start == 0 && r.end == ids.len() {
-            return store.gather_ragged_into(ids, layout, dest);
-        }
-        let (part, bytes) = layout_part(layout, &r, ndim, itemsize);
-        store.gather_ragged_into(&ids[r], &part, &mut dest[bytes])
+    interrupt::read(py, |stop| {
+        store.gather_ragged_until(ids, layout, dest, stop)
     })
     .map_err(|h| h.into_py(py))
-}
-
-/// The part of `layout` (records of `ndim` dimensions and `itemsize`-byte elements)
-/// for its records `r`, rebased to start at 0, and the byte range of the values that
-/// part covers in the whole layout's output.
-pub(crate) fn layout_part(
-    layout: &RaggedLayout,
-    r: &std::ops::Range<usize>,
-    ndim: usize,
-    itemsize: usize,
-) -> (RaggedLayout, std::ops::Range<usize>) {
-    let cu = &layout.cu_seqlens;
-    let (a, b) = (cu[r.start], cu[r.end]);
-    let part = RaggedLayout {
-        cu_seqlens: cu[r.start..=r.end].iter().map(|&c| c - a).collect(),
-        shapes: layout.shapes[r.start * ndim..r.end * ndim].to_vec(),
-        values_bytes: (b - a) as usize * itemsize,
-    };
-    (part, a as usize * itemsize..b as usize * itemsize)
 }
 
 /// Checks a ragged `out` array, pins it for writing and returns the pin and the view

@@ -62,7 +62,9 @@ CHILD = textwrap.dedent(
     def interrupt():
         while read_bytes() - start < full // 20:
             time.sleep(0.0005)
+        sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
+    sent = []
     watcher = threading.Thread(target=interrupt, daemon=True)
     watcher.start()
     result = {}
@@ -71,6 +73,7 @@ CHILD = textwrap.dedent(
         result["raised"] = None
     except KeyboardInterrupt:
         result["raised"] = "KeyboardInterrupt"
+        result["latency"] = time.monotonic() - sent[0]
     result["read"] = read_bytes() - start
     watcher.join()
     result["full"] = full
@@ -99,6 +102,8 @@ def run_child(case, tmp_path):
 def test_ctrl_c_stops_a_large_dataset_call(tmp_path, case):
     r = run_child(case, tmp_path)
     assert r["raised"] == "KeyboardInterrupt", r
+    # Tens of ms on an idle machine (docs/testing.md); room for a busy one.
+    assert r["latency"] < 0.5, r
     # Stopped part way: less read than the whole call reads (a call that ran to its
     # end and raised afterwards read all of it).
     assert r["read"] < r["full"] * 0.9, r

@@ -3,7 +3,7 @@
 
 use super::Dataset;
 use crate::error::Result;
-use crate::read::RaggedLayout;
+use crate::read::{Interrupt, Never, RaggedLayout};
 use crate::schema::Schema;
 
 use super::gather::FieldDest;
@@ -53,8 +53,18 @@ impl DatasetField {
 
     /// As [`crate::Store::gather`], for a dense field.
     pub fn gather(&self, indices: &[u64], dest: &mut [u8]) -> Result<()> {
+        self.gather_until(indices, dest, &Never)
+    }
+
+    /// As [`crate::Store::gather_until`], for a dense field.
+    pub fn gather_until(
+        &self,
+        indices: &[u64],
+        dest: &mut [u8],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
         self.dataset
-            .gather(indices, &[self.field], &mut [FieldDest::Dense(dest)])
+            .gather_until(indices, &[self.field], &mut [FieldDest::Dense(dest)], stop)
     }
 
     /// As [`crate::Store::ragged_layout_into`], for a ragged field.
@@ -69,10 +79,22 @@ impl DatasetField {
         layout: &RaggedLayout,
         values: &mut [u8],
     ) -> Result<()> {
-        self.dataset.gather(
+        self.gather_ragged_until(indices, layout, values, &Never)
+    }
+
+    /// As [`crate::Store::gather_ragged_until`], for a ragged field.
+    pub fn gather_ragged_until(
+        &self,
+        indices: &[u64],
+        layout: &RaggedLayout,
+        values: &mut [u8],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
+        self.dataset.gather_until(
             indices,
             &[self.field],
             &mut [FieldDest::Ragged { layout, values }],
+            stop,
         )
     }
 }

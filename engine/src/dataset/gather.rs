@@ -1,23 +1,21 @@
-//! A dataset gather: every field of every shard in one parallel run.
+//! A dataset gather: every field of every shard in one run of the batch executor.
 //!
 //! Each requested field's destination is cut into one slot per output record (safe
-//! splitting, no shared-pointer tricks); slots are bucketed by shard, buckets are cut
-//! into tasks of about the same number of bytes, and the caller and the pool's
-//! workers take tasks. A task reads its records through its store's own read path,
-//! so backends, checksums and decompression are exactly a store's.
-
-use std::sync::{Mutex, OnceLock, PoisonError};
+//! splitting, no shared-pointer tricks); slots are bucketed by store (shard and
+//! field), and each bucket is cut into tasks by its store's policy, exactly as a
+//! gather of that store alone would be (one request plan for a remote store, one
+//! stream per thread for io_uring, tasks of about the same bytes otherwise). The
+//! executor runs them on the caller and the pool's workers. A task reads its records
+//! through its store's own read path, so backends, checksums and decompression are
+//! exactly a store's.
 
 use zring_platform::AlignedBuf;
 
 use super::Dataset;
 use crate::error::{ArgumentError, Error, Result, SchemaError};
-// The task sizing is a store's gather's (read/gather.rs), so a dataset splits work alike.
-use crate::read::{
-    with_ctx, RaggedBatch, RaggedLayout, COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD,
-    TASK_BYTES,
-};
-use crate::schema::{Codec, Layout};
+use crate::read::exec::{self, Interrupt, Never};
+use crate::read::{with_ctx, RaggedBatch, RaggedLayout, LAYOUT_AHEAD};
+use crate::schema::Layout;
 use crate::store::Store;
 
 /// Where one field of a dataset gather goes.
@@ -39,8 +37,11 @@ pub enum FieldBatch {
     Ragged(RaggedBatch),
 }
 
+/// While a batch is cut into tasks, the stop signal is asked every this many records.
+const PREPARE_CHECK: usize = 1 << 16;
+
 /// One unit of parallel work: some records of one store into their slots.
-type Task<'a> = Mutex<Option<(&'a Store, Vec<(u64, &'a mut [u8])>)>>;
+type Task<'a> = (&'a Store, Vec<(u64, &'a mut [u8])>);
 
 impl Dataset {
     /// The output layout of ragged field `field` for `indices`, from the tables alone.
@@ -88,58 +89,81 @@ impl Dataset {
         fields: &[usize],
         dests: &mut [FieldDest<'_>],
     ) -> Result<()> {
+        self.gather_until(indices, fields, dests, &Never)
+    }
+
+    /// [`Dataset::gather`] that stops early, with [`Error::Interrupted`], once `stop`
+    /// says so (it is asked between records on every thread of the gather).
+    pub fn gather_until(
+        &self,
+        indices: &[u64],
+        fields: &[usize],
+        dests: &mut [FieldDest<'_>],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
         if fields.len() != dests.len() {
             return Err(Error::InvalidArgument(ArgumentError::FieldCount {
                 fields: fields.len(),
                 destinations: dests.len(),
             }));
         }
-        let locs = indices
-            .iter()
-            .map(|&i| self.locate(i))
-            .collect::<Result<Vec<_>>>()?;
+        // Cutting a batch of millions of records takes a while: the stop signal is
+        // asked during it too.
+        let asked = |k: usize| k % PREPARE_CHECK == PREPARE_CHECK - 1 && stop.interrupted();
+        let mut locs = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            if asked(k) {
+                return Err(Error::Interrupted);
+            }
+            locs.push(self.locate(i)?);
+        }
         let shards = self.shards();
+        let threads = self.threads();
         let mut tasks: Vec<Task<'_>> = Vec::new();
         let mut total_bytes = 0usize;
         let mut factor = 1;
         for (&f, dest) in fields.iter().zip(dests.iter_mut()) {
             let slots = self.slots(f, indices.len(), dest)?;
-            let wf = self.work_factor(f);
-            factor = factor.max(wf);
             let mut buckets: Vec<Vec<(u64, &mut [u8])>> = (0..shards).map(|_| Vec::new()).collect();
-            for (&(s, local), slot) in locs.iter().zip(slots) {
+            for (k, (&(s, local), slot)) in locs.iter().zip(slots).enumerate() {
+                if asked(k) {
+                    return Err(Error::Interrupted);
+                }
                 total_bytes += slot.len();
                 buckets[s].push((local, slot));
             }
             for (s, bucket) in buckets.into_iter().enumerate() {
+                if bucket.is_empty() {
+                    continue;
+                }
                 let store = &self.inner.stores[s][f];
-                cut_tasks(store, bucket, TASK_BYTES / wf, &mut tasks);
+                let policy = store.inner.policy();
+                factor = factor.max(policy.work_factor);
+                let bytes: usize = bucket.iter().map(|(_, slot)| slot.len()).sum();
+                let (_, per_task) = policy.cut(bucket.len(), bytes / bucket.len(), threads);
+                let mut items = bucket.into_iter();
+                loop {
+                    let task: Vec<_> = items.by_ref().take(per_task).collect();
+                    if task.is_empty() {
+                        break;
+                    }
+                    tasks.push((store, task));
+                }
             }
         }
-        let helpers = if total_bytes < INLINE_BYTES / factor {
-            0
-        } else {
-            self.helpers()
-        };
-        let first_err: OnceLock<Error> = OnceLock::new();
-        self.inner.opts.pool.get().run(tasks.len(), helpers, |t| {
-            if first_err.get().is_some() {
-                return;
-            }
-            let job = tasks[t]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            let Some((store, items)) = job else { return };
-            let r = with_ctx(|ctx| store.inner.read_task(items.into_iter(), ctx));
-            if let Err(e) = r {
-                let _ = first_err.set(e);
-            }
-        });
-        match first_err.into_inner() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let helpers = exec::helpers_for(total_bytes, factor, threads);
+        let pool = self.inner.opts.pool.get();
+        let n = tasks.len();
+        exec::run(
+            pool,
+            n,
+            helpers,
+            tasks.into_iter(),
+            stop,
+            |(store, items), watch| {
+                with_ctx(|ctx| store.inner.read_task(watch.items(items.into_iter()), ctx))
+            },
+        )
     }
 
     /// Gathers fields `fields` of `indices` into new buffers.
@@ -289,47 +313,12 @@ impl Dataset {
         }
     }
 
-    /// How much more a byte of this field costs to produce than to copy.
-    fn work_factor(&self, field: usize) -> usize {
-        let compressed = self
-            .inner
-            .stores
-            .iter()
-            .any(|row| row[field].codec() != Codec::Raw);
-        if compressed {
-            COMPRESSED_WORK_FACTOR
-        } else {
-            1
-        }
-    }
-
-    /// Pool workers that may help one gather (`ReadOptions::threads`, 0 = all).
-    fn helpers(&self) -> usize {
+    /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = the
+    /// caller and every pool worker).
+    fn threads(&self) -> usize {
         match self.inner.opts.threads {
-            0 => self.inner.opts.pool.get().workers(),
-            t => t - 1,
+            0 => self.inner.opts.pool.get().workers() + 1,
+            t => t,
         }
-    }
-}
-
-/// Cuts one store's share of a gather into tasks of about `task_bytes` each.
-fn cut_tasks<'a>(
-    store: &'a Store,
-    items: Vec<(u64, &'a mut [u8])>,
-    task_bytes: usize,
-    tasks: &mut Vec<Task<'a>>,
-) {
-    let mut cur: Vec<(u64, &'a mut [u8])> = Vec::new();
-    let mut bytes = 0usize;
-    for item in items {
-        bytes += item.1.len();
-        cur.push(item);
-        if bytes >= task_bytes {
-            tasks.push(Mutex::new(Some((store, std::mem::take(&mut cur)))));
-            bytes = 0;
-        }
-    }
-    if !cur.is_empty() {
-        tasks.push(Mutex::new(Some((store, cur))));
     }
 }

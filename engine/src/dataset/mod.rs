@@ -303,11 +303,17 @@ impl Dataset {
     /// Checks every record of every store (see [`Store::verify`]); the error names the
     /// store and record.
     pub fn verify(&self) -> Result<()> {
+        self.verify_until(&crate::Never)
+    }
+
+    /// [`Dataset::verify`] that stops early, with [`Error::Interrupted`], once `stop`
+    /// says so.
+    pub fn verify_until(&self, stop: &dyn crate::Interrupt) -> Result<()> {
         self.inner
             .stores
             .iter()
             .flatten()
-            .try_for_each(Store::verify)
+            .try_for_each(|s| s.verify_range_until(0..s.len(), stop))
     }
 
     /// The stores' files, shard by shard, field by field.

@@ -1,36 +1,23 @@
-//! Batch reads: a gather is cut into tasks of contiguous output slots, and the caller
-//! and the pool's workers each take a task and fill its part of the destination.
+//! A store's batch reads: a gather is cut into tasks of contiguous output slots by
+//! the store's policy and run by the one batch executor (`exec`), which a dataset's
+//! gathers share.
 //!
-//! The destination is split into the tasks' parts before any task runs, and each
-//! task takes the next part from one shared splitter (a lock held only for the split
-//! itself, never during the read), so every thread writes a `&mut` part of its own:
+//! The destination is split into the tasks' parts lazily, as tasks take them from
+//! the executor's shared splitter, so every thread writes a `&mut` part of its own:
 //! no raw pointer is shared. Nothing is allocated per gather for this.
 
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use zring_platform::AlignedBuf;
 
-use crate::error::{ArgumentError, Error, InternalError, Result, SchemaError};
+use crate::error::{ArgumentError, Error, Result, SchemaError};
 use crate::schema::{Codec, Layout};
 
 use super::decode::with_ctx;
+use super::exec::{self, Interrupt, Policy, COMPRESSED_WORK_FACTOR};
 use super::Reader;
 
-/// Aim for tasks of about this many output bytes (a dataset's gather uses the same
-/// task sizing, so it splits work alike): small enough that a caller whose
-/// helper wakes late still takes most of a small batch (W2: 64 KiB tasks gave
-/// 3.5-4.1 M records/s against 3.0-3.6 M with 256 KiB), large enough to amortise
-/// the claim.
-pub(crate) const TASK_BYTES: usize = 64 << 10;
-/// Below this many output bytes a gather runs on the caller alone: waking a worker
-/// costs more than the copy.
-pub(crate) const INLINE_BYTES: usize = 64 << 10;
-/// Decoding a byte costs roughly this many times copying it, so compressed gathers
-/// are cut into tasks (and wake helpers at sizes) this much smaller: a 180 KiB ragged
-/// zstd batch is otherwise one task and the second core idles (measured in
-/// docs/benchmarks.md: W3 zstd-dict 2-thread scaling 1.03-1.09x -> 1.40-1.71x).
-pub(crate) const COMPRESSED_WORK_FACTOR: usize = 8;
 /// How many records ahead a ragged layout prefetches table entries and shapes. The
 /// layout runs on the caller alone before the parallel part, and each record's entry
 /// and shape are cache misses at random places: prefetching them overlaps the misses
@@ -113,12 +100,9 @@ impl RaggedBatch {
     }
 }
 
-/// One task's share of a batch: its slot positions and its part of the destination.
-type Part<'d> = (Range<usize>, &'d mut [u8]);
-
 impl Reader {
     /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = all).
-    fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         match self.threads {
             0 => self.pool.get().workers() + 1,
             t => t,
@@ -130,69 +114,25 @@ impl Reader {
         self.threads() - 1
     }
 
-    /// How much more a byte of this store costs to produce than to copy.
-    fn work_factor(&self) -> usize {
-        match self.stored.codec {
-            Codec::Raw => 1,
-            _ => COMPRESSED_WORK_FACTOR,
+    /// How this store's share of a batch is cut into tasks (see `exec`).
+    pub(crate) fn policy(&self) -> Policy {
+        Policy {
+            remote: self.is_remote(),
+            streams_reads: self.source.streams_reads(),
+            work_factor: match self.stored.codec {
+                Codec::Raw => 1,
+                _ => COMPRESSED_WORK_FACTOR,
+            },
         }
     }
 
-    /// Splits `n` slots of about `avg_bytes` each into tasks: `(tasks, per_task)`.
-    /// With io_uring a task is one stream of reads kept `queue_depth` deep, so each
-    /// thread gets one task holding its whole share: large records would otherwise be
-    /// read one at a time, and the task's bookkeeping is allocated once per thread, not
-    /// once per handful of records.
-    fn task_ranges(&self, n: usize, avg_bytes: usize) -> (usize, usize) {
-        // A remote batch is one plan (neighbours coalesced across the whole batch,
-        // `in_flight` GETs deep), decoded by the caller as its ranges arrive.
-        if self.is_remote() {
-            return (usize::from(n > 0), n.max(1));
-        }
-        let mut per_task = TASK_BYTES / self.work_factor() / avg_bytes.max(1);
-        if self.source.streams_reads() {
-            per_task = per_task.max(n.div_ceil(self.threads()));
-        }
-        let per_task = per_task.clamp(1, n.max(1));
-        (n.div_ceil(per_task), per_task)
-    }
-
-    /// Runs `task` on each of `tasks` parts taken from `parts`, on the caller and the
-    /// pool; returns the first error any task reported.
-    fn run_parts<'d>(
-        &self,
-        tasks: usize,
-        out_bytes: usize,
-        parts: impl Iterator<Item = Part<'d>> + Send,
-        task: impl Fn(Part<'d>) -> Result<()> + Sync,
-    ) -> Result<()> {
-        let first_err: OnceLock<Error> = OnceLock::new();
-        let helpers = if out_bytes < INLINE_BYTES / self.work_factor() {
-            0
-        } else {
-            self.helpers()
-        };
-        let parts = Mutex::new(parts);
-        self.pool.get().run(tasks, helpers, |_| {
-            if first_err.get().is_some() {
-                return;
-            }
-            // Held for the split only; a panicking task never holds it.
-            let part = parts.lock().unwrap_or_else(PoisonError::into_inner).next();
-            let r = match part {
-                Some(part) => task(part),
-                None => Err(Error::Internal(InternalError::Missing {
-                    what: "a gather task's part",
-                })),
-            };
-            if let Err(e) = r {
-                let _ = first_err.set(e);
-            }
-        });
-        match first_err.into_inner() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+    /// `(tasks, records per task, helpers)` for a batch of this store alone: `n`
+    /// slots of about `avg_bytes` each, `out_bytes` in all.
+    fn cut(&self, n: usize, avg_bytes: usize, out_bytes: usize) -> (usize, usize, usize) {
+        let policy = self.policy();
+        let (tasks, per_task) = policy.cut(n, avg_bytes, self.threads());
+        let helpers = exec::helpers_for(out_bytes, policy.work_factor, self.threads());
+        (tasks, per_task, helpers)
     }
 
     /// The bytes of record `index`.
@@ -220,7 +160,12 @@ impl Reader {
     }
 
     /// See [`Store::gather`](crate::Store::gather).
-    pub(crate) fn gather(&self, indices: &[u64], dest: &mut [u8]) -> Result<()> {
+    pub(crate) fn gather(
+        &self,
+        indices: &[u64],
+        dest: &mut [u8],
+        stop: &dyn Interrupt,
+    ) -> Result<()> {
         let width = match self.item_bytes {
             Some(w) => w as usize,
             None => {
@@ -241,8 +186,7 @@ impl Reader {
             }));
         }
         self.check_indices(indices)?;
-        let (tasks, per_task) = self.task_ranges(indices.len(), width);
-        let out_bytes = dest.len();
+        let (tasks, per_task, helpers) = self.cut(indices.len(), width, dest.len());
         let parts = dest
             .chunks_mut((per_task * width).max(1))
             .enumerate()
@@ -250,9 +194,10 @@ impl Reader {
                 let start = t * per_task;
                 (start..(start + per_task).min(indices.len()), part)
             });
-        self.run_parts(tasks, out_bytes, parts, |(slots, part)| {
+        let pool = self.pool.get();
+        exec::run(pool, tasks, helpers, parts, stop, |(slots, part), watch| {
             let items = indices[slots].iter().copied().zip(part.chunks_mut(width));
-            with_ctx(|ctx| self.read_task(items, ctx))
+            with_ctx(|ctx| self.read_task(watch.items(items), ctx))
         })
     }
 
@@ -292,6 +237,7 @@ impl Reader {
         indices: &[u64],
         layout: &RaggedLayout,
         values: &mut [u8],
+        stop: &dyn Interrupt,
     ) -> Result<()> {
         if layout.cu_seqlens.len() != indices.len() + 1 || values.len() != layout.values_bytes {
             return Err(Error::InvalidArgument(
@@ -318,8 +264,7 @@ impl Reader {
         }
         self.check_indices(indices)?;
         let avg = layout.values_bytes / indices.len().max(1);
-        let (tasks, per_task) = self.task_ranges(indices.len(), avg);
-        let out_bytes = values.len();
+        let (tasks, per_task, helpers) = self.cut(indices.len(), avg, values.len());
         // cu_seqlens was checked non-decreasing and to end at the buffer's length, so
         // every split below fits.
         let byte_at = |k: usize| layout.cu_seqlens[k] as usize * itemsize;
@@ -331,16 +276,23 @@ impl Reader {
             rest = tail;
             (slots, part)
         });
-        self.run_parts(tasks, out_bytes, parts, |(slots, part)| {
-            let mut rest = part;
-            let items = slots.map(|k| {
-                let len = byte_at(k + 1) - byte_at(k);
-                let (slot, tail) = std::mem::take(&mut rest).split_at_mut(len);
-                rest = tail;
-                (indices[k], slot)
-            });
-            with_ctx(|ctx| self.read_task(items, ctx))
-        })
+        exec::run(
+            self.pool.get(),
+            tasks,
+            helpers,
+            parts,
+            stop,
+            |(slots, part), watch| {
+                let mut rest = part;
+                let items = slots.map(|k| {
+                    let len = byte_at(k + 1) - byte_at(k);
+                    let (slot, tail) = std::mem::take(&mut rest).split_at_mut(len);
+                    rest = tail;
+                    (indices[k], slot)
+                });
+                with_ctx(|ctx| self.read_task(watch.items(items), ctx))
+            },
+        )
     }
 
     /// See [`Store::gather_ragged`](crate::Store::gather_ragged).
@@ -349,7 +301,7 @@ impl Reader {
         self.ragged_layout_into(indices, &mut layout)?;
         let mut values = AlignedBuf::new(layout.values_bytes, zring_platform::DEFAULT_ALIGN)
             .map_err(|e| Error::io(&self.path, "allocating the values buffer", e))?;
-        self.gather_ragged_into(indices, &layout, &mut values)?;
+        self.gather_ragged_into(indices, &layout, &mut values, &exec::Never)?;
         Ok(RaggedBatch {
             values,
             cu_seqlens: layout.cu_seqlens,
@@ -364,18 +316,29 @@ impl Reader {
         &self,
         start: u64,
         end: u64,
+        stop: &dyn Interrupt,
         check: impl Fn(Range<u64>) -> Result<()> + Sync,
     ) -> Result<()> {
         let n = (end - start) as usize;
         let tasks = n.div_ceil(VERIFY_PER_TASK);
         let errors: Vec<OnceLock<Error>> = (0..tasks).map(|_| OnceLock::new()).collect();
-        self.pool.get().run(tasks, self.helpers(), |t| {
-            let first = start + (t * VERIFY_PER_TASK) as u64;
-            let last = (first + VERIFY_PER_TASK as u64).min(end);
-            if let Err(e) = check(first..last) {
-                let _ = errors[t].set(e);
-            }
-        });
+        // Every task runs (to find the lowest failing record), so a task keeps its
+        // error instead of stopping the batch with it.
+        exec::run(
+            self.pool.get(),
+            tasks,
+            self.helpers(),
+            0..tasks,
+            stop,
+            |t, _| {
+                let first = start + (t * VERIFY_PER_TASK) as u64;
+                let last = (first + VERIFY_PER_TASK as u64).min(end);
+                if let Err(e) = check(first..last) {
+                    let _ = errors[t].set(e);
+                }
+                Ok(())
+            },
+        )?;
         match errors.into_iter().find_map(OnceLock::into_inner) {
             Some(e) => Err(e),
             None => Ok(()),

@@ -12,13 +12,16 @@
 //! - `source`: the source chosen once at open (`mmap`, `pread`, `uring`, O_DIRECT)
 //!   and its executor;
 //! - `decode`: checksums, zstd decoders and per-thread scratch;
-//! - `gather`: dense, ragged and single-record reads cut into tasks for the pool;
+//! - `exec`: the one batch executor: cuts any batch (a store's, a dataset's) into
+//!   tasks by each store's policy and runs them on the pool, with a stop signal;
+//! - `gather`: a store's dense, ragged and single-record reads;
 //! - `verify`: checking every record;
 //! - `remote`: stores in object storage, opened and read through `crate::remote`;
 //! - `netfs`: whether a file is on a network file system (`Auto` then never maps it).
 
 mod backend;
 mod decode;
+pub(crate) mod exec;
 mod gather;
 mod layout;
 mod meta;
@@ -45,7 +48,8 @@ pub use gather::{RaggedBatch, RaggedLayout};
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
-pub(crate) use gather::{COMPRESSED_WORK_FACTOR, INLINE_BYTES, LAYOUT_AHEAD, TASK_BYTES};
+pub use exec::{Interrupt, Never};
+pub(crate) use gather::LAYOUT_AHEAD;
 pub(crate) use layout::{check_footer, check_schema, decode_footer, decode_superblock};
 pub(crate) use meta::Meta;
 pub(crate) use source::Source;

@@ -8,11 +8,12 @@ use crate::entry::{Entry, RecordCodec};
 use crate::error::{ArgumentError, Error, RecordProblem, Result};
 
 use super::decode::{with_ctx, DecodeCtx, Decoders};
+use super::exec::Interrupt;
 use super::Reader;
 
 impl Reader {
     /// See [`Store::verify_range`](crate::Store::verify_range).
-    pub(crate) fn verify_range(&self, range: Range<u64>) -> Result<()> {
+    pub(crate) fn verify_range(&self, range: Range<u64>, stop: &dyn Interrupt) -> Result<()> {
         if range.start > range.end || range.end > self.footer.record_count {
             return Err(Error::InvalidArgument(ArgumentError::VerifyRange {
                 start: range.start,
@@ -23,7 +24,7 @@ impl Reader {
         #[cfg(feature = "remote")]
         if let Some(src) = self.remote() {
             // One plan per task: the task's records fetched together, coalesced.
-            return self.for_each_task(range.start, range.end, |records| {
+            return self.for_each_task(range.start, range.end, stop, |records| {
                 with_ctx(|ctx| {
                     let items = records
                         .map(|i| Ok((i, self.verify_entry(i)?)))
@@ -36,7 +37,7 @@ impl Reader {
                 })
             });
         }
-        self.for_each_task(range.start, range.end, |records| {
+        self.for_each_task(range.start, range.end, stop, |records| {
             with_ctx(|ctx| {
                 let mut buf = Vec::new();
                 records

@@ -40,6 +40,7 @@ pub(super) fn share(e: &mut Error) -> Error {
             expected: *expected,
         },
         Error::WorkerStopped => Error::WorkerStopped,
+        Error::Interrupted => Error::Interrupted,
         Error::UnsupportedVersion {
             path,
             found_major,
