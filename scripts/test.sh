@@ -99,6 +99,11 @@ for target in fuzz/fuzz_targets/*.rs; do
 done
 rm -rf "$FUZZ_TMP"
 
+step "engine with serde_json's preserve_order on (manifests and schemas unchanged by it)"
+# Its own workspace, so the feature does not unify into the main build (the shared
+# target directory keeps artifacts of different features apart and reuses the rest).
+CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path engine/tests/preserve_order/Cargo.toml
+
 step "platform with the optional hwloc feature (apt: libhwloc-dev libudev-dev pkg-config)"
 if ! pkg-config --exists hwloc 2>/dev/null; then
   apt_install libhwloc-dev libudev-dev pkg-config
