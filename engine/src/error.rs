@@ -1245,6 +1245,18 @@ pub enum RecordProblem {
         data_start: u64,
         data_end: u64,
     },
+    /// The entry's stored bytes start before the end of those of `previous`, the
+    /// last non-empty record before it in the table (bytes `previous_start ..
+    /// previous_end`): inside them (a copied or overlapping entry) or before them
+    /// (an entry gone backwards). A writer stores records in table order without
+    /// overlap, so such an entry would read another record's bytes.
+    OutOfOrder {
+        offset: u64,
+        stored_len: u32,
+        previous: u64,
+        previous_start: u64,
+        previous_end: u64,
+    },
     /// Compressed with a dictionary, in a store without one.
     NoDictionary,
     /// A dense record whose logical length is not the record size.
@@ -1281,6 +1293,29 @@ impl fmt::Display for RecordProblem {
                 f,
                 "stored bytes {offset}..+{stored_len} lie outside the data region {data_start}..{data_end}"
             ),
+            RecordProblem::OutOfOrder {
+                offset,
+                stored_len,
+                previous,
+                previous_start,
+                previous_end,
+            } => {
+                let end = offset.saturating_add(u64::from(*stored_len));
+                let span = format!("bytes {previous_start}..{previous_end}");
+                match offset >= previous_start {
+                    true => write!(
+                        f,
+                        "its stored bytes {offset}..{end} start inside record {previous} \
+                         ({span}): records never overlap"
+                    ),
+                    false => write!(
+                        f,
+                        "its stored bytes {offset}..{end} start before record {previous} \
+                         ({span}), which comes earlier in the table: records are stored \
+                         in table order"
+                    ),
+                }
+            }
             RecordProblem::NoDictionary => {
                 f.write_str("compressed with a dictionary but the store has none")
             }

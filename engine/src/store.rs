@@ -40,7 +40,9 @@ pub struct ReadPlan {
 
 impl Store {
     /// Opens and validates the store at `path`: superblock, footer, section bounds and
-    /// checksums, and the schema. Record entries are checked when they are used.
+    /// checksums, the schema, and where the table puts records (each inside the data
+    /// region, in table order, none overlapping another: one pass over the table).
+    /// The other fields of an entry are checked when it is used.
     ///
     /// A path that is an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL
     /// opens the object there (with the `remote` feature; see docs/remote.md).
@@ -70,8 +72,9 @@ impl Store {
         let (superblock, footer) = read_blocks(&path, &file, len)?;
         crate::read::check_footer(&footer, &superblock, len)
             .map_err(|p| Error::corrupt(&path, p))?;
-        let opened = Opened::load(&path, file, opts, &footer)?;
+        let mut opened = Opened::load(&path, file, opts, &footer)?;
         let stored = check_schema(&path, &opened.schema_json, &footer)?;
+        opened.check_table()?;
         let reader = Reader::new(name, opened, footer, superblock, stored, opts);
         Ok(Self {
             inner: Arc::new(reader),

@@ -51,6 +51,8 @@ pub(crate) use decode::with_ctx;
 pub use exec::{Interrupt, Never};
 pub(crate) use gather::LAYOUT_AHEAD;
 pub(crate) use layout::{check_footer, check_schema, decode_footer, decode_superblock};
+
+use layout::{outside_data_region, TableScan};
 pub(crate) use meta::Meta;
 pub(crate) use source::Source;
 
@@ -192,6 +194,11 @@ pub(crate) struct Opened {
     pub(crate) meta: Meta,
     pub(crate) dict: Vec<u8>,
     pub(crate) schema_json: Vec<u8>,
+    /// The verdict of the pass over the table that open makes while it checksums
+    /// it ([`TableScan`]): reported by [`Opened::check_table`] once the schema is
+    /// checked, so that a footer or schema that lies about the layout is reported
+    /// as such rather than as the first record it displaces.
+    pub(crate) table: Result<()>,
 }
 
 impl Opened {
@@ -199,6 +206,18 @@ impl Opened {
     /// file by the caller) and loads and checksums its metadata sections: dictionary
     /// and schema into memory; table and shapes mapped (`mmap`), copied, or, when
     /// larger than [`meta::IN_MEMORY_MAX`], checksummed in chunks and read on demand.
+    ///
+    /// Every table, however it is kept, gets one [`TableScan`] at open, in the
+    /// pass that checksums it ([`TableCheck`]): each chunk of the table is scanned
+    /// right after it is hashed (and, unless mapped, read), while it is in cache,
+    /// so a table larger than the caches is still read from memory once. Mapped,
+    /// copied and on-demand tables alike (the last, over 256 MiB, are never read
+    /// twice). Remote stores keep their table in memory and scan it at open too
+    /// (`read/remote.rs`). Checking at open rather than per lookup costs little
+    /// next to the checksum open computes anyway, and lets a lookup stay one 32-byte
+    /// decode: the order of records is a property of neighbouring entries that no
+    /// single lookup sees (an empty record's predecessor may be any number of
+    /// entries back).
     pub(crate) fn load(path: &Path, file: File, opts: &ReadOptions, f: &Footer) -> Result<Self> {
         // A second descriptor reads metadata: the source may be O_DIRECT, and a
         // table read on demand needs a handle of its own.
@@ -226,6 +245,7 @@ impl Opened {
         };
         let dict = read(f.dict, SectionKind::Dictionary)?;
         let schema_json = read(f.schema, SectionKind::Schema)?;
+        let mut scan = TableScan::new(f.data);
         let meta = match source.mapping() {
             Some(map) => {
                 let bytes = map.bytes();
@@ -245,7 +265,14 @@ impl Opened {
                                 },
                             )
                         })?;
-                    check_section(path, s, name, body)?;
+                    match name {
+                        SectionKind::Table => {
+                            let mut check = TableCheck::new(Some(&mut scan));
+                            body.chunks(TableCheck::CHUNK).for_each(|c| check.update(c));
+                            check.finish(path, s, name)?;
+                        }
+                        _ => check_section(path, s, name, body)?,
+                    }
                 }
                 Meta::Mapped {
                     map: map.clone(),
@@ -255,15 +282,12 @@ impl Opened {
             }
             None if f.table.len + f.shapes.len <= in_memory_max() => Meta::Memory {
                 shapes: read(f.shapes, SectionKind::Shapes)?.into_boxed_slice(),
-                table: read(f.table, SectionKind::Table)?.into_boxed_slice(),
+                table: read_table(path, &meta_file, f, &mut scan)?.into_boxed_slice(),
             },
             None => {
-                for (s, name) in [
-                    (f.shapes, SectionKind::Shapes),
-                    (f.table, SectionKind::Table),
-                ] {
-                    checksum_in_chunks(path, &meta_file, f, s, name)?;
-                }
+                checksum_in_chunks(path, &meta_file, f, f.shapes, SectionKind::Shapes, None)?;
+                let table = SectionKind::Table;
+                checksum_in_chunks(path, &meta_file, f, f.table, table, Some(&mut scan))?;
                 Meta::OnDemand {
                     file: meta_file,
                     table: f.table,
@@ -281,7 +305,14 @@ impl Opened {
             meta,
             dict,
             schema_json,
+            table: scan.finish(path),
         })
+    }
+
+    /// The first table entry the pass at open refused (see [`Opened::load`]); the
+    /// caller asks once the schema is checked.
+    pub(crate) fn check_table(&mut self) -> Result<()> {
+        std::mem::replace(&mut self.table, Ok(()))
     }
 }
 
@@ -334,37 +365,102 @@ pub(crate) fn check_section(
     Ok(())
 }
 
-/// Checksums a section too large to copy, 1 MiB at a time.
+/// A section's checksum computed a chunk at a time, each chunk also fed to the
+/// table's [`TableScan`] (when given) while it is in cache: one pass over the
+/// table's bytes for both checks.
+struct TableCheck<'a> {
+    hasher: xxhash_rust::xxh3::Xxh3,
+    scan: Option<&'a mut TableScan>,
+}
+
+impl<'a> TableCheck<'a> {
+    /// Bytes per chunk: well inside a core's L2, and whole table entries (the
+    /// table is 8-aligned and its chunks start at its offset).
+    const CHUNK: usize = 256 << 10;
+
+    fn new(scan: Option<&'a mut TableScan>) -> Self {
+        Self {
+            hasher: xxhash_rust::xxh3::Xxh3::new(),
+            scan,
+        }
+    }
+
+    fn update(&mut self, chunk: &[u8]) {
+        self.hasher.update(chunk);
+        if let Some(scan) = self.scan.as_deref_mut() {
+            scan.feed(chunk);
+        }
+    }
+
+    /// Compares the checksum of everything fed with section `s`'s.
+    fn finish(self, path: &Path, s: Section, section: SectionKind) -> Result<()> {
+        let actual = self.hasher.digest();
+        if actual != s.checksum {
+            return Err(Error::corrupt(
+                path,
+                StoreProblem::SectionChecksum {
+                    section,
+                    expected: s.checksum,
+                    actual,
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+const _: () = assert!(TableCheck::CHUNK % format::ENTRY_BYTES == 0);
+
+/// Copies the table into memory a chunk at a time, checksumming and scanning each
+/// chunk just after its read ([`TableCheck`]).
+fn read_table(path: &Path, file: &File, f: &Footer, scan: &mut TableScan) -> Result<Vec<u8>> {
+    let section = SectionKind::Table;
+    let s = f.table;
+    let len = usize::try_from(s.len)
+        .map_err(|_| Error::corrupt(path, StoreProblem::SectionTooLarge { section }))?;
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len).map_err(|e| {
+        Error::out_of_memory(
+            Allocation::Section { section },
+            s.len,
+            Some(path),
+            Some(AllocFailure::Reserve(e)),
+        )
+    })?;
+    buf.resize(len, 0);
+    let mut check = TableCheck::new(Some(scan));
+    let mut at = s.offset;
+    for chunk in buf.chunks_mut(TableCheck::CHUNK) {
+        zring_platform::read_exact_at(file, chunk, at)
+            .map_err(|e| changed_or(path, file, f, e, "reading metadata"))?;
+        check.update(chunk);
+        at += chunk.len() as u64;
+    }
+    check.finish(path, s, section)?;
+    Ok(buf)
+}
+
+/// Checksums a section too large to copy, a chunk at a time, feeding each chunk to
+/// `scan` too (the table's).
 fn checksum_in_chunks(
     path: &Path,
     file: &File,
     f: &Footer,
     s: Section,
     section: SectionKind,
+    scan: Option<&mut TableScan>,
 ) -> Result<()> {
-    const CHUNK: u64 = 1 << 20;
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; CHUNK as usize];
+    let mut check = TableCheck::new(scan);
+    let mut buf = vec![0u8; TableCheck::CHUNK];
     let mut at = s.offset;
     while at < s.offset + s.len {
-        let n = CHUNK.min(s.offset + s.len - at) as usize;
+        let n = (TableCheck::CHUNK as u64).min(s.offset + s.len - at) as usize;
         zring_platform::read_exact_at(file, &mut buf[..n], at)
             .map_err(|e| changed_or(path, file, f, e, "reading metadata"))?;
-        hasher.update(&buf[..n]);
+        check.update(&buf[..n]);
         at += n as u64;
     }
-    let actual = hasher.digest();
-    if actual != s.checksum {
-        return Err(Error::corrupt(
-            path,
-            StoreProblem::SectionChecksum {
-                section,
-                expected: s.checksum,
-                actual,
-            },
-        ));
-    }
-    Ok(())
+    check.finish(path, s, section)
 }
 
 impl Reader {
@@ -483,19 +579,10 @@ impl Reader {
             index,
             source,
         })?;
-        let data = self.footer.data;
-        let end = e.offset.checked_add(u64::from(e.stored_len));
-        if e.offset < data.offset || end.is_none_or(|end| end > data.offset + data.len) {
-            return Err(Error::record(
-                &self.path,
-                index,
-                RecordProblem::OutsideDataRegion {
-                    offset: e.offset,
-                    stored_len: e.stored_len,
-                    data_start: data.offset,
-                    data_end: data.offset + data.len,
-                },
-            ));
+        // Open checked every entry's position already (`TableScan`); checked again
+        // here because it guards every read's bounds, for the price of a compare.
+        if let Some(p) = outside_data_region(e.offset, e.stored_len, self.footer.data) {
+            return Err(Error::record(&self.path, index, p));
         }
         if e.codec == RecordCodec::ZstdDict && self.dict.is_empty() {
             return Err(Error::record(
@@ -656,6 +743,39 @@ mod tests {
                 }) => assert_eq!(expected, len),
                 other => panic!("expected FileChanged, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn tables_read_on_demand_are_checked_for_order_at_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("d.zr");
+        let schema = Schema::dense(DType::U8, &[64]);
+        let mut w = Writer::create(&path, schema, WriteOptions::default()).expect("create");
+        let data: Vec<u8> = (0..64 * 100u32).map(|i| (i * 7 / 3) as u8).collect();
+        w.append_dense(&data).expect("append");
+        w.close().expect("close");
+        // Record 1's entry becomes a copy of record 0's, the table and footer
+        // checksums recomputed: only the order check can tell.
+        let mut b = std::fs::read(&path).expect("read");
+        let at = b.len() - format::BLOCK;
+        let mut f = Footer::decode(&b[at..]).expect("footer");
+        let t = f.table.offset as usize;
+        let first: [u8; format::ENTRY_BYTES] = b[t..t + 32].try_into().expect("entry");
+        b[t + 32..t + 64].copy_from_slice(&first);
+        f.table.checksum = format::checksum(&b[t..t + f.table.len as usize]);
+        b[at..].copy_from_slice(&f.encode());
+        std::fs::write(&path, &b).expect("write");
+        IN_MEMORY_MAX.with(|m| m.set(Some(0)));
+        let r = Store::open(&path, ReadOptions::with_backend(Backend::Pread));
+        IN_MEMORY_MAX.with(|m| m.set(None));
+        match r {
+            Err(Error::CorruptRecord {
+                index: 1,
+                problem: RecordProblem::OutOfOrder { previous: 0, .. },
+                ..
+            }) => {}
+            other => panic!("expected record 1 out of order, got {other:?}"),
         }
     }
 }

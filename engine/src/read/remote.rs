@@ -14,7 +14,7 @@ use crate::format::{Section, SectionKind, BLOCK};
 use crate::remote::{fetch_tail, Connector, RemoteSource, TAIL};
 
 use super::decode::DecodeCtx;
-use super::layout::{check_schema, decode_footer, decode_superblock};
+use super::layout::{check_schema, decode_footer, decode_superblock, TableScan};
 use super::source::check_slot;
 use super::{check_section, Backend, Meta, Opened, ReadOptions, Reader, Source};
 
@@ -105,19 +105,24 @@ impl Reader {
         };
         let dict = section(footer.dict, SectionKind::Dictionary)?;
         let schema_json = section(footer.schema, SectionKind::Schema)?;
-        let meta = Meta::Memory {
-            shapes: section(footer.shapes, SectionKind::Shapes)?.into_boxed_slice(),
-            table: section(footer.table, SectionKind::Table)?.into_boxed_slice(),
-        };
+        let shapes = section(footer.shapes, SectionKind::Shapes)?.into_boxed_slice();
+        let table = section(footer.table, SectionKind::Table)?.into_boxed_slice();
+        // The scan a local open makes (`Opened::load`), here after the checksum: the
+        // table is in memory, and fetching it costs far more than a second pass.
+        let mut scan = TableScan::new(footer.data);
+        scan.feed(&table);
+        let meta = Meta::Memory { table, shapes };
         drop(metadata);
-        let opened = Opened {
+        let mut opened = Opened {
             source: Source::Remote(Arc::new(source)),
             backend: Backend::Pread,
             meta,
             dict,
             schema_json,
+            table: scan.finish(path),
         };
         let stored = check_schema(path, &opened.schema_json, &footer)?;
+        opened.check_table()?;
         Ok(Reader::new(
             url.clone(),
             opened,

@@ -187,6 +187,19 @@ fn share_record_problem(p: &mut RecordProblem) -> RecordProblem {
             data_start,
             data_end,
         },
+        RecordProblem::OutOfOrder {
+            offset,
+            stored_len,
+            previous,
+            previous_start,
+            previous_end,
+        } => RecordProblem::OutOfOrder {
+            offset,
+            stored_len,
+            previous,
+            previous_start,
+            previous_end,
+        },
         RecordProblem::NoDictionary => RecordProblem::NoDictionary,
         RecordProblem::LogicalLength {
             logical,
