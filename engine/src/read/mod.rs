@@ -226,18 +226,7 @@ impl Opened {
             .map_err(|e| Error::io(path, "duplicating the store's descriptor", e))?;
         let (source, backend) = Source::open(path, file, opts, f)?;
         let read = |s: Section, section: SectionKind| -> Result<Vec<u8>> {
-            let len = usize::try_from(s.len)
-                .map_err(|_| Error::corrupt(path, StoreProblem::SectionTooLarge { section }))?;
-            let mut buf = Vec::new();
-            buf.try_reserve_exact(len).map_err(|e| {
-                Error::out_of_memory(
-                    Allocation::Section { section },
-                    s.len,
-                    Some(path),
-                    Some(AllocFailure::Reserve(e)),
-                )
-            })?;
-            buf.resize(len, 0);
+            let mut buf = section_buf(path, s, section)?;
             zring_platform::read_exact_at(&meta_file, &mut buf, s.offset)
                 .map_err(|e| changed_or(path, &meta_file, f, e, "reading metadata"))?;
             check_section(path, s, section, &buf)?;
@@ -411,11 +400,9 @@ impl<'a> TableCheck<'a> {
 
 const _: () = assert!(TableCheck::CHUNK % format::ENTRY_BYTES == 0);
 
-/// Copies the table into memory a chunk at a time, checksumming and scanning each
-/// chunk just after its read ([`TableCheck`]).
-fn read_table(path: &Path, file: &File, f: &Footer, scan: &mut TableScan) -> Result<Vec<u8>> {
-    let section = SectionKind::Table;
-    let s = f.table;
+/// A zeroed buffer for metadata section `s`, or the error naming it: a section too
+/// large for this machine's address space, or for its memory.
+fn section_buf(path: &Path, s: Section, section: SectionKind) -> Result<Vec<u8>> {
     let len = usize::try_from(s.len)
         .map_err(|_| Error::corrupt(path, StoreProblem::SectionTooLarge { section }))?;
     let mut buf = Vec::new();
@@ -428,6 +415,15 @@ fn read_table(path: &Path, file: &File, f: &Footer, scan: &mut TableScan) -> Res
         )
     })?;
     buf.resize(len, 0);
+    Ok(buf)
+}
+
+/// Copies the table into memory a chunk at a time, checksumming and scanning each
+/// chunk just after its read ([`TableCheck`]).
+fn read_table(path: &Path, file: &File, f: &Footer, scan: &mut TableScan) -> Result<Vec<u8>> {
+    let section = SectionKind::Table;
+    let s = f.table;
+    let mut buf = section_buf(path, s, section)?;
     let mut check = TableCheck::new(Some(scan));
     let mut at = s.offset;
     for chunk in buf.chunks_mut(TableCheck::CHUNK) {
