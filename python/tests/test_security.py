@@ -1,0 +1,183 @@
+"""docs/security.md's promises for converter inputs: hostile tar member names,
+image-folder class names and Hugging Face split names never make a converter write
+outside its destination. Gaps are ``xfail(strict=True)``: they fail loudly once fixed."""
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import zring
+import zring.datasets as zd
+
+
+def _snapshot(root):
+    """Every path under ``root`` (symlinks not followed)."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            out.add(Path(dirpath, n))
+    return out
+
+
+def _outside(before, after, dst):
+    """Paths created since ``before`` that are not under ``dst``."""
+    dst = Path(dst)
+    return sorted(p for p in after - before if dst not in p.parents and p != dst)
+
+
+def _tar(path, members):
+    """A tar of ``members``: (name, bytes) regular files, or (name, TarInfo type, link)."""
+    with tarfile.open(path, "w") as t:
+        for m in members:
+            info = tarfile.TarInfo(m[0])
+            if len(m) == 2:
+                info.size = len(m[1])
+                t.addfile(info, io.BytesIO(m[1]))
+            else:
+                info.type, info.linkname = m[1], m[2]
+                t.addfile(info)
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """A working directory two levels down, so that ``../../x`` lands in tmp_path."""
+    cwd = tmp_path / "a" / "b"
+    cwd.mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    return tmp_path
+
+
+def test_webdataset_member_names_never_become_paths(work):
+    shard = work / "a" / "shard.tar"
+    _tar(shard, [
+        ("../../evil.txt", b"one"),
+        ("../../evil.cls", b"1"),
+        ("/abs/evil.txt", b"two"),
+        ("/abs/evil.cls", b"2"),
+        ("ok/../../../evil.txt", b"three"),
+        ("ok/../../../evil.cls", b"3"),
+        # Links are skipped, never followed or created.
+        ("link.txt", tarfile.SYMTYPE, "/etc/passwd"),
+        ("hard.txt", tarfile.LNKTYPE, "/etc/passwd"),
+    ])
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    ds = zd.from_webdataset(str(shard), str(dst))
+    assert _outside(before, _snapshot(work), dst) == []
+    assert not Path("/abs").exists()
+    # The names are data: keys, stored as given.
+    assert [ds[i]["key"] for i in range(len(ds))] == ["../../evil", "/abs/evil", "ok/../../../evil"]
+    assert [ds[i]["txt"] for i in range(len(ds))] == ["one", "two", "three"]
+    assert sorted(ds.fields) == ["cls", "key", "txt"]
+
+
+@pytest.mark.parametrize("ext", ["t xt", "\u00e9t\u00e9", "..", "a..", ".x", "-"])
+def test_webdataset_extensions_that_are_not_field_names_are_refused(work, ext):
+    # The extension becomes a field name, and field names become parts of store
+    # file names: what is not a plain name is refused, and nothing is written
+    # outside the destination.
+    shard = work / "a" / "shard.tar"
+    _tar(shard, [(f"s0.{ext}", b"x"), ("s0.cls", b"1")])
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    try:
+        ds = zd.from_webdataset(str(shard), str(dst))
+    except (zring.ZringError, ValueError) as e:
+        assert repr(ext.lower())[1:-1] in str(e) or ext.lower() in str(e), e
+    else:
+        # Accepted: it is a valid field name (letters, digits, _ - .).
+        assert ext.lower() in ds.fields
+    assert _outside(before, _snapshot(work), dst) == []
+
+
+def _png():
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2), (1, 2, 3)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_imagefolder_class_names_are_labels_not_paths(work):
+    pytest.importorskip("PIL")
+    src = work / "a" / "src"
+    for cls in ["...", "\u202eevil", "a b", "-rf", "x\\..\\y"]:
+        (src / cls).mkdir(parents=True)
+        (src / cls / "i.png").write_bytes(_png())
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    ds = zd.from_imagefolder(str(src), str(dst))
+    assert _outside(before, _snapshot(work), dst) == []
+    classes = json.loads(ds.field_schemas["label"]["metadata"]["classes"])
+    assert classes == sorted(["...", "\u202eevil", "a b", "-rf", "x\\..\\y"])
+    assert len(ds) == 5
+
+
+def test_imagefolder_never_writes_through_a_symlinked_class(work):
+    pytest.importorskip("PIL")
+    src = work / "a" / "src"
+    elsewhere = work / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "i.png").write_bytes(_png())
+    (src / "real").mkdir(parents=True)
+    (src / "real" / "i.png").write_bytes(_png())
+    (src / "linked").symlink_to(elsewhere, target_is_directory=True)
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    zd.from_imagefolder(str(src), str(dst))
+    assert _outside(before, _snapshot(work), dst) == []
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["i.png"]
+
+
+def _hf_dict_on_disk(work, split):
+    """A DatasetDict saved to disk whose dataset_dict.json names ``split``, the split's
+    data where the loader looks for it (``src/<split>``)."""
+    datasets = pytest.importorskip("datasets")
+    src = work / "a" / "src"
+    d = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"label": [0, 1, 2]})})
+    d.save_to_disk(str(src))
+    target = Path(os.path.normpath(src / split))
+    if target != src / "train":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src / "train", target)
+    (src / "dataset_dict.json").write_text(json.dumps({"splits": [split]}))
+    return src
+
+
+def test_hf_plain_split_names_stay_inside(work):
+    src = _hf_dict_on_disk(work, "train")
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    out = zd.from_hf(str(src), str(dst))
+    assert set(out) == {"train"}
+    assert _outside(before, _snapshot(work), dst) == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "security gap: zring.datasets.from_hf writes each split of a DatasetDict to "
+    "Path(dst) / split_name without checking the name, so a saved dataset whose "
+    "dataset_dict.json names the split '../escaped' is written beside dst"))
+def test_hf_split_names_never_leave_the_destination(work):
+    src = _hf_dict_on_disk(work, "../escaped")
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    try:
+        zd.from_hf(str(src), str(dst))
+    except (zring.ZringError, ValueError):
+        pass  # refused: fine
+    assert _outside(before, _snapshot(work), dst) == []
+
+
+def test_npy_and_tables_write_only_the_destination(work):
+    src = work / "a" / "x.npy"
+    np.save(src, np.arange(12, dtype=np.int32).reshape(4, 3))
+    before = _snapshot(work)
+    dst = work / "a" / "out"
+    ds = zd.from_npy(str(src), str(dst))
+    assert len(ds) == 4
+    assert _outside(before, _snapshot(work), dst) == []
