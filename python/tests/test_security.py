@@ -158,10 +158,6 @@ def test_hf_plain_split_names_stay_inside(work):
     assert _outside(before, _snapshot(work), dst) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "security gap: zring.datasets.from_hf writes each split of a DatasetDict to "
-    "Path(dst) / split_name without checking the name, so a saved dataset whose "
-    "dataset_dict.json names the split '../escaped' is written beside dst"))
 def test_hf_split_names_never_leave_the_destination(work):
     src = _hf_dict_on_disk(work, "../escaped")
     before = _snapshot(work)

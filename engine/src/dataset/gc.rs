@@ -14,6 +14,9 @@
 //!   a minute (`data/.<name>.<pid>.<n>.zr-tmp`, `.<name>.<pid>.<n>.tmp` beside a
 //!   manifest).
 //!
+//! `data/` and `manifests/` must be directories of the dataset's own, not symbolic
+//! links: a collection through a link would remove files wherever it points.
+//!
 //! Manifests go before the stores they name, so an interruption never leaves a
 //! manifest whose stores are gone. A reader that opened an older version holds its
 //! stores open: on a local file system it keeps reading them after they are removed
@@ -74,7 +77,7 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
     let oldest_kept = current.version.saturating_sub(keep - 1).max(1);
     let versions_dir = dir.join(VERSIONS_DIR);
     let mut published = Vec::new();
-    for entry in read_dir(&versions_dir)? {
+    for entry in read_own_dir(&versions_dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         if let Some(v) = name
             .strip_suffix(".json")
@@ -109,7 +112,7 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
         }
     }
     let data = dir.join(DATA_DIR);
-    for entry in read_dir(&data)? {
+    for entry in read_own_dir(&data)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
         if name.starts_with('.') {
@@ -144,6 +147,23 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
         }
     }
     Ok(report)
+}
+
+/// The entries of the dataset's own directory `d` (`data/`, `manifests/`), which must
+/// not be a symbolic link: collection removes files by name, and through a link it
+/// would remove them wherever the link points.
+fn read_own_dir(d: &Path) -> Result<Vec<fs::DirEntry>> {
+    if fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Error::io(
+            d,
+            "listing the dataset directory",
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "it is a symbolic link; gc removes nothing through one",
+            ),
+        ));
+    }
+    read_dir(d)
 }
 
 /// The entries of directory `d` (none if it does not exist).

@@ -39,7 +39,14 @@ pub struct LocalDir {
 
 impl LocalDir {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        let dir = dir.into();
+        // The working directory spelled as the empty path: a store's relative name
+        // joined to it must stay a path (`file:/x.zr` joined to "" would read as a URL).
+        let dir = match dir.as_os_str().is_empty() {
+            true => PathBuf::from("."),
+            false => dir,
+        };
+        Self { dir }
     }
 }
 
@@ -96,8 +103,11 @@ pub(crate) fn read_current(location: &dyn Location) -> Result<Manifest> {
     let mut manifest = match location.read_manifest(None) {
         Ok(text) => parse(&text)?,
         // No pointer yet, but a first version committed (its writer was killed before
-        // the pointer was written): the versions are the record.
-        Err(_) if location.has_version(1)? => parse(&location.read_manifest(Some(1))?)?,
+        // the pointer was written): the versions are the record. A pointer that is
+        // there but cannot be read (too large, refused) is an error, never skipped.
+        Err(e) if is_not_found(&e) && location.has_version(1)? => {
+            parse(&location.read_manifest(Some(1))?)?
+        }
         Err(e) => return Err(e),
     };
     let mut newest = manifest.version;
@@ -118,6 +128,15 @@ pub(crate) fn read_current(location: &dyn Location) -> Result<Manifest> {
         }
     }
     Ok(manifest)
+}
+
+/// Whether `e` says the file or object is not there (by its kind, not its text).
+fn is_not_found(e: &Error) -> bool {
+    match e {
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Remote { kind, .. } => *kind == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
 }
 
 /// `e`, a problem found in the manifest of `version`, said to be of that version.

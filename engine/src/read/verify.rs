@@ -91,15 +91,17 @@ impl Reader {
         }
         let len = e.logical_len as usize;
         if buf.len() < len {
-            // Fallible: the frame may truthfully expand a few bytes to 4 GiB.
-            buf.try_reserve_exact(len - buf.len())
-                .map_err(|_| Error::RecordOutOfMemory {
-                    path: self.path.clone(),
-                    index: i,
-                    bytes: u64::from(e.logical_len),
-                })?;
+            // Fallible, and zeroed by the allocator (fresh pages are not touched until
+            // the decoder writes them): a frame may truthfully expand a few bytes to
+            // 4 GiB, or claim to and fail a few bytes in, and only the former costs
+            // its memory.
+            *buf = zring_platform::try_zeroed_vec(len).ok_or_else(|| Error::RecordOutOfMemory {
+                path: self.path.clone(),
+                index: i,
+                bytes: u64::from(e.logical_len),
+            })?;
         }
-        buf.resize(len, 0);
+        buf.truncate(len);
         self.decode_checked(i, e, src, buf, decoders)
     }
 }

@@ -156,8 +156,16 @@ def from_hf(src: Any, dst: str | os.PathLike[str], fields: _Fields = None, *,
         if split is not None:
             src = src[split]
         else:
-            return {k: write_dataset(Path(dst) / k, v, fields, **options) for k, v in src.items()}
+            return {k: write_dataset(Path(dst) / _split_dir(k), v, fields, **options) for k, v in src.items()}
     return write_dataset(dst, src, fields, **options)
+
+
+def _split_dir(split: str) -> str:
+    """A split's name as one directory name inside the destination: a name that is a
+    path (``../x``, ``/abs``, ``a/b``) would write outside it, so it is refused."""
+    if not split or split in (".", "..") or "/" in split or "\\" in split or "\0" in split:
+        raise ValueError(f"split name {split!r} is not a plain directory name; rename the split")
+    return split
 
 
 # ---------------------------------------------------------------- arrays
