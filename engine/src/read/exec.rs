@@ -55,7 +55,7 @@ const CHECK_BYTES: usize = 256 << 10;
 /// [`Error::Interrupted`] and its destination holds no result.
 pub trait Interrupt: Sync {
     /// Whether to stop. Called on every thread working on the batch, between
-    /// records (at most every [`CHECK_RECORDS`] records or 256 KiB), so it must be
+    /// records (at most every 32 records or 256 KiB of output), so it must be
     /// cheap and thread-safe.
     fn interrupted(&self) -> bool;
 }
