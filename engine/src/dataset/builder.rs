@@ -171,37 +171,31 @@ impl DatasetBuilder {
             true => read_current(&LocalDir::new(&self.dir))?.version,
             false => 0,
         };
-        let conflict = |published| {
-            Error::manifest(
-                &self.dir,
-                ManifestProblem::Conflict {
-                    published,
-                    base: self.base_version,
-                },
-            )
-        };
+        let (dir, base) = (&self.dir, self.base_version);
+        let conflict =
+            |published| Error::manifest(dir, ManifestProblem::Conflict { published, base });
         // Only an early answer: two writers can both pass it, and the version's
         // manifest being created only if absent is what decides between them.
-        if now != self.base_version {
+        if now != base {
             return Err(conflict(now));
         }
-        let mut shards = self.kept.clone();
-        shards.extend(self.added.iter().cloned());
+        let mut shards = self.kept;
+        shards.extend(self.added);
         let m = Manifest {
-            version: self.base_version + 1,
-            fields: self.fields.clone(),
+            version: base + 1,
+            fields: self.fields,
             shards,
         };
         m.validate()
-            .map_err(|problem| Error::manifest(&self.dir, problem))?;
+            .map_err(|problem| Error::manifest(dir, problem))?;
         let text = m.to_json();
-        if !write_atomic(&version_path(&self.dir, m.version), text.as_bytes(), false)? {
+        if !write_atomic(&version_path(dir, m.version), text.as_bytes(), false)? {
             return Err(conflict(m.version));
         }
         // The version is committed and durable: readers find it even where the pointer
         // lags, so a failure to move the pointer must not tell the caller that nothing
         // was published (a retry would publish the same records twice).
-        let _ = write_atomic(&self.dir.join(MANIFEST_FILE), text.as_bytes(), true);
+        let _ = write_atomic(&dir.join(MANIFEST_FILE), text.as_bytes(), true);
         Ok(m)
     }
 }

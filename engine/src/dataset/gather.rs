@@ -129,7 +129,6 @@ impl Dataset {
                 if asked(k) {
                     return Err(Error::Interrupted);
                 }
-                total_bytes += slot.len();
                 buckets[s].push((local, slot));
             }
             for (s, bucket) in buckets.into_iter().enumerate() {
@@ -140,6 +139,7 @@ impl Dataset {
                 let policy = store.inner.policy();
                 factor = factor.max(policy.work_factor);
                 let bytes: usize = bucket.iter().map(|(_, slot)| slot.len()).sum();
+                total_bytes += bytes;
                 let (_, per_task) = policy.cut(bucket.len(), bytes / bucket.len(), threads);
                 let mut items = bucket.into_iter();
                 loop {
@@ -316,9 +316,6 @@ impl Dataset {
     /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = the
     /// caller and every pool worker).
     fn threads(&self) -> usize {
-        match self.inner.opts.threads {
-            0 => self.inner.opts.pool.get().workers() + 1,
-            t => t,
-        }
+        exec::threads(self.inner.opts.threads, self.inner.opts.pool.get())
     }
 }

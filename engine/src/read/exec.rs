@@ -103,6 +103,15 @@ impl Policy {
     }
 }
 
+/// Threads a batch runs on, counting the caller: `setting` (`ReadOptions::threads`),
+/// where 0 means the caller and every worker of `pool`.
+pub(crate) fn threads(setting: usize, pool: &Pool) -> usize {
+    match setting {
+        0 => pool.workers() + 1,
+        t => t,
+    }
+}
+
 /// Pool workers that help a batch of `out_bytes` whose costliest store has
 /// `work_factor`, run by `threads` threads (the caller counted).
 pub(crate) fn helpers_for(out_bytes: usize, work_factor: usize, threads: usize) -> usize {

@@ -103,10 +103,7 @@ impl RaggedBatch {
 impl Reader {
     /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = all).
     pub(crate) fn threads(&self) -> usize {
-        match self.threads {
-            0 => self.pool.get().workers() + 1,
-            t => t,
-        }
+        exec::threads(self.threads, self.pool.get())
     }
 
     /// Pool workers that may help one gather.

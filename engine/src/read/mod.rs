@@ -340,7 +340,11 @@ pub(crate) fn check_section(
     section: SectionKind,
     body: &[u8],
 ) -> Result<()> {
-    let actual = format::checksum(body);
+    section_checksum_is(path, s, section, format::checksum(body))
+}
+
+/// Section `s`'s checksum is `actual`, or the error naming the section.
+fn section_checksum_is(path: &Path, s: Section, section: SectionKind, actual: u64) -> Result<()> {
     if actual != s.checksum {
         return Err(Error::corrupt(
             path,
@@ -383,18 +387,7 @@ impl<'a> TableCheck<'a> {
 
     /// Compares the checksum of everything fed with section `s`'s.
     fn finish(self, path: &Path, s: Section, section: SectionKind) -> Result<()> {
-        let actual = self.hasher.digest();
-        if actual != s.checksum {
-            return Err(Error::corrupt(
-                path,
-                StoreProblem::SectionChecksum {
-                    section,
-                    expected: s.checksum,
-                    actual,
-                },
-            ));
-        }
-        Ok(())
+        section_checksum_is(path, s, section, self.hasher.digest())
     }
 }
 
