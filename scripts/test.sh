@@ -22,6 +22,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+# Free disk, printed at the start and the end: a build that runs out of space fails
+# deep inside a compiler, far from the cause.
+disk_free() { df -h "$ROOT" | tail -n 1 | awk '{print "    disk free: " $4 " of " $2}'; }
+
 STEP_NAME=""
 STEP_START=$SECONDS
 RUN_START=$SECONDS
@@ -42,6 +46,7 @@ finish_step() {
 print_timings() {
   finish_step
   STEP_NAME=""
+  disk_free
   printf '\n==> time per step\n'
   printf '%s\n' "${TIMINGS[@]}"
   printf '%5d s  total\n' "$((SECONDS - RUN_START))"
@@ -63,6 +68,14 @@ apt_install() {
 if [ "$(uname -s)" = Linux ]; then
   export ZRING_REQUIRE_URING="${ZRING_REQUIRE_URING:-1}"
 fi
+
+# In CI every build starts from nothing and is never rebuilt incrementally, so the
+# incremental caches (several GB for the test binaries) would only take disk.
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL=0
+fi
+# Free disk at the start (and the end, with the timings).
+disk_free
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
