@@ -734,9 +734,8 @@ fn bench_of_a_compressed_store_measures_the_decode_limit() {
         "0.2",
     ]);
     let b = &v["baseline"];
-    let one = b["zstd_decode_1thread_mib_per_s"].as_f64().expect("decode");
     let limit = b["decode_limit_mib_per_s"].as_f64().expect("limit");
-    assert!(one > 0.0 && limit >= one);
+    assert!(limit > 0.0 && b["decode_threads"].as_u64().expect("threads") >= 1);
     assert!(b["gather_vs_decode_limit"].as_f64().expect("ratio") > 0.0);
 }
 
