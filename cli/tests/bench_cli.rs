@@ -375,6 +375,97 @@ fn the_text_report_explains_its_units_backend_and_baseline() {
     assert!(!text.contains("load average"), "{text}");
 }
 
+/// Whether a `--json` report's baselines (the in-process one, and fio where it is the
+/// device's limit) are exceeded by more than the report's noise margin; the bench
+/// flags that itself, and the flag must agree with the ratios it prints.
+fn exceeded_baselines(v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = &v["baseline"];
+    if let Some(ratio) = b["gather_vs_baseline"].as_f64() {
+        let margin = b["noise_margin"].as_f64().expect("noise margin");
+        assert_eq!(b["exceeded"], ratio > 1.0 + margin, "{b}");
+        if ratio > 1.0 + margin {
+            out.push(format!("{}: {ratio:.2}x", b["what"]));
+        }
+    }
+    if v["fio"]["exceeded"] == true {
+        out.push(format!("fio: {}", v["fio"]["zring_physical_vs_fio"]));
+    }
+    if v["fio"]["write"]["exceeded"] == true {
+        out.push(format!(
+            "fio write: {}",
+            v["fio"]["write"]["zring_write_vs_fio"]
+        ));
+    }
+    out
+}
+
+#[test]
+fn no_baseline_is_exceeded_by_more_than_noise() {
+    // A baseline is a limit: raw stores against the copy of the same records, zstd and
+    // zstd-dict ones against decoding them on as many threads. Timing on a shared
+    // machine is noisy, so a case fails only when every one of three runs exceeds.
+    let cases: [&[&str]; 3] = [
+        &[
+            "--codec",
+            "raw",
+            "--record-bytes",
+            "2048",
+            "--count",
+            "2000",
+        ],
+        &[
+            "--codec",
+            "zstd",
+            "--record-bytes",
+            "16384",
+            "--count",
+            "300",
+        ],
+        &[
+            "--codec",
+            "zstd-dict",
+            "--ragged",
+            "--record-bytes",
+            "615",
+            "--count",
+            "3000",
+        ],
+    ];
+    for case in cases {
+        let mut args = case.to_vec();
+        args.extend(["--duration", "0.3"]);
+        let runs: Vec<Vec<String>> = (0..3)
+            .map(|_| {
+                let v = bench_json(&args);
+                assert!(v["baseline"]["mib_per_s"].as_f64().expect("baseline") > 0.0);
+                exceeded_baselines(&v)
+            })
+            .take_while(|e| !e.is_empty())
+            .collect();
+        assert!(runs.len() < 3, "{case:?}: exceeded in every run: {runs:?}");
+    }
+}
+
+#[test]
+fn cold_runs_without_root_and_level_is_range_checked() {
+    // Without root, --cold drops the store file's own pages (posix_fadvise); as
+    // root, every cache. Either way the run is cold and says how.
+    let v = bench_json(&tiny(&["--codec", "raw", "--cold", "--backend", "pread"]));
+    let how = v["config"]["cold_by"].as_str().expect("cold_by");
+    assert!(how == "fadvise" || how == "drop_caches", "{how}");
+    assert_eq!(v["check"]["equal"], true);
+    for level in ["23", "-200000"] {
+        let o = zring_with_path(&["bench", "--level", level, "--count", "10"], None);
+        assert_eq!(o.status.code(), Some(2), "a usage error");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--level must be between -131072 and 22"),
+            "{err}"
+        );
+    }
+}
+
 #[test]
 fn loader_mode_with_a_lookahead_budget_says_what_it_chose_and_checks_its_steps() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -66,7 +66,7 @@ pub struct BenchArgs {
     /// store's codec].
     #[arg(long, value_parser = parse_codec)]
     pub codec: Option<Codec>,
-    /// Synthetic store: zstd level.
+    /// Synthetic store: zstd level (zstd's range, -131072 to 22 with the bundled zstd).
     #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
     pub level: i32,
     /// Synthetic store: dictionary bytes for zstd-dict.
@@ -127,7 +127,8 @@ pub struct BenchArgs {
     /// --direct).
     #[arg(long, value_name = "BYTES")]
     pub align: Option<u32>,
-    /// Drop the page cache before timing (needs root; cold reads without O_DIRECT).
+    /// Start with the store out of the page cache (cold reads without O_DIRECT): all
+    /// caches dropped as root, else the store file's pages (posix_fadvise DONTNEED).
     #[arg(long)]
     pub cold: bool,
     /// Seconds of timed gathers (or of gets, per thread; or of loader steps).

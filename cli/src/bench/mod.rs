@@ -5,9 +5,9 @@
 //! Method: indices come from the IID sampler and are drawn outside the timed region;
 //! warm-up batches run first; then each gather call is timed until `--duration`
 //! seconds of gathers have accumulated (per job). Before any timing, one gathered
-//! batch is compared with the source records. In the same process, the baseline: for
-//! raw stores a plain copy of the same records out of a mapping of the file, for
-//! compressed ones the zstd decode limit; with `--compare fio`, fio on the same file.
+//! batch is compared with the source records. In the same process, the baseline: the
+//! same records copied (raw) or decoded (compressed) out of a mapping of the file on
+//! the gathers' threads; with `--compare fio`, fio on the same file.
 //!
 //! Pieces, the submodules here: the arguments are in [`args`]; what the pieces share
 //! (the records' table, the source of expected bytes, a run's figures) in [`types`];
@@ -115,9 +115,10 @@ pub fn run(args: &BenchArgs) -> CliResult {
     if !args.direct && !args.cold && !remote {
         measure::warm_page_cache(path).map_err(|e| CliError::io(path, "reading the store", e))?;
     }
-    if args.cold && !remote {
-        measure::drop_page_cache()?;
-    }
+    let cold_by = match args.cold && !remote {
+        true => Some(measure::drop_page_cache(&[path.as_path()])?),
+        false => None,
+    };
     let store = Store::open(path, read_options(args))?;
     if store.is_empty() {
         return Err(CliError::new(format!(
@@ -138,20 +139,15 @@ pub fn run(args: &BenchArgs) -> CliResult {
     };
     let min_time = Duration::from_secs_f64((args.duration / 2.0).min(0.25));
     let readers = readers(args, result.loader_depth);
-    // A copy out of the page cache is a baseline only for warm raw reads; cold or
-    // O_DIRECT runs are measured against the device (--compare fio).
-    let copy = (args.mode != BenchMode::Get
-        && store.codec() == Codec::Raw
-        && !args.direct
-        && !args.cold
-        && !remote)
-        .then(|| copy_baseline(&store, &table, args, readers.min(cores()), min_time))
+    // The same records copied (raw) or decoded (compressed) out of a mapping of the
+    // file: a limit for warm reads of any store and for the decoding of a compressed
+    // one read cold; a cold or O_DIRECT raw run is measured against the device
+    // (--compare fio). Single-record gets have no batches to take.
+    let baseline = (args.mode != BenchMode::Get
+        && !remote
+        && (store.codec() != Codec::Raw || (!args.direct && !args.cold)))
+        .then(|| records_baseline(&store, args, readers.min(cores()), min_time))
         .transpose()?;
-    let decode = match store.codec() {
-        Codec::Raw => None,
-        _ if remote => None,
-        _ => measure::decode_bytes_per_s(&store, min_time)?,
-    };
     // zring's figures stand without fio's: a failed fio run is reported, not fatal.
     let fio = args.compare.map(|CompareWith::Fio| {
         fio::run(fio_job(&store, &table, args, readers))
@@ -160,14 +156,14 @@ pub fn run(args: &BenchArgs) -> CliResult {
     // A synthetic store was just written: compare that with the disk's own
     // sequential write, in the same directory.
     let fio_write = match (&fio, &t.write, path.parent()) {
-        // The read comparison stands without it (a file system may refuse
-        // O_DIRECT writes): say why on stderr and go on.
+        // The read comparison stands without it (a file system may refuse fio's
+        // writes): say why on stderr and go on.
         (Some(FioOutcome::Ran(_)), Some(_), Some(dir)) => fio::run_write(dir, store.file_bytes())
             .unwrap_or_else(|e| {
                 eprintln!("zring: note: no write comparison: {e}");
-                None
+                Vec::new()
             }),
-        _ => None,
+        _ => Vec::new(),
     };
     let report = Report {
         args,
@@ -178,10 +174,10 @@ pub fn run(args: &BenchArgs) -> CliResult {
         write: t.write,
         checked,
         result,
-        copy,
-        decode_bytes_per_s: decode,
+        baseline,
         fio,
         fio_write,
+        cold_by,
     };
     if let Some(plot) = &args.plot {
         self::plot::draw(plot, &report)?;
@@ -246,38 +242,35 @@ fn fio_job(store: &Store, table: &Table, args: &BenchArgs, readers: usize) -> Fi
     }
 }
 
-/// The copy baseline: the same kind of batches' records copied out of a mapping of
-/// the store file at their offsets, into a batch-sized aligned buffer per thread.
-fn copy_baseline(
+/// The baseline: the records of the first timed batches of job 0 (64 batches, in the
+/// sampler's order, as the gathers read them) copied or decoded out of a mapping of
+/// the store file, on `threads` threads ([`measure::records_baseline`]).
+fn records_baseline(
     store: &Store,
-    table: &Table,
     args: &BenchArgs,
     threads: usize,
     min_time: Duration,
-) -> CliResult<measure::CopyBaseline> {
+) -> CliResult<measure::Baseline> {
     let file = std::fs::File::open(store.path())
         .map_err(|e| CliError::io(store.path(), "opening the store", e))?;
     let map = zring_platform::Mapping::new(&file)
         .map_err(|e| CliError::io(store.path(), "mapping the store", e))?;
-    // The indices of the first timed batches of job 0, a few dozen of them, in the
-    // sampler's order, as the gathers read them.
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let mut batches = Vec::new();
     for step in args.warmup..args.warmup + 64 {
-        let indices = sampler.batch(step);
-        batches.push(
-            indices
-                .iter()
-                .map(|&i| (table.offset[i as usize], table.stored_len[i as usize]))
-                .collect::<Vec<_>>(),
-        );
+        let mut batch = Vec::new();
+        for i in sampler.batch(step) {
+            let e = store.entry(i)?;
+            batch.push(measure::Rec {
+                offset: e.offset,
+                stored: e.stored_len,
+                logical: e.logical_len,
+                codec: e.codec,
+            });
+        }
+        batches.push(batch);
     }
-    Ok(measure::copy_records(
-        map.bytes(),
-        &batches,
-        threads,
-        min_time,
-    ))
+    measure::records_baseline(map.bytes(), &batches, store.dictionary(), threads, min_time)
 }
 
 fn check_args(args: &BenchArgs) -> CliResult {
@@ -293,6 +286,16 @@ fn check_args(args: &BenchArgs) -> CliResult {
     }
     if args.record_bytes == 0 || args.record_bytes as u64 > u64::from(u32::MAX) / 2 {
         return bad("--record-bytes must be between 1 and 2 GiB");
+    }
+    let levels = zstd::compression_level_range();
+    if !levels.contains(&args.level) {
+        return Err(CliError::usage(format!(
+            "--level must be between {} and {} (zstd's levels: higher is smaller and slower \
+             to write, negative is faster), not {}",
+            levels.start(),
+            levels.end(),
+            args.level
+        )));
     }
     if !(1..=256).contains(&args.queue_depth) {
         return bad("--qd must be between 1 and 256");
