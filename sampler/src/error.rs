@@ -60,6 +60,38 @@ pub enum SamplerError {
     },
     /// A worker stride of 0.
     ZeroStride,
+    /// A [`Mixture`](crate::Mixture) of no sources.
+    NoSources,
+    /// A mixture's weights do not match its sources one for one.
+    WeightCount {
+        /// The number of sources.
+        sources: usize,
+        /// The number of weights given.
+        weights: usize,
+    },
+    /// A mixture weight that is negative, NaN or infinite.
+    BadWeight {
+        /// The source the weight belongs to.
+        index: usize,
+        /// The weight given.
+        value: BadValue,
+    },
+    /// Every mixture weight is zero: no source could ever be read.
+    ZeroWeights,
+    /// More sources with a positive weight than a mixture's period has slots.
+    TooManySources {
+        /// The number of sources.
+        sources: usize,
+        /// The most a mixture takes.
+        max: usize,
+    },
+    /// A position before the first one a reweighted mixture answers for.
+    BeforeStart {
+        /// The position asked for.
+        position: u64,
+        /// The mixture's first position.
+        start: u64,
+    },
 }
 
 impl fmt::Display for SamplerError {
@@ -98,8 +130,49 @@ impl fmt::Display for SamplerError {
                 "the global batch ({batch} per rank x {world} ranks) is too large"
             ),
             Self::ZeroStride => write!(f, "a worker stride must be at least 1 (got 0)"),
+            Self::NoSources => write!(f, "a mixture needs at least one source (got none)"),
+            Self::WeightCount { sources, weights } => write!(
+                f,
+                "a mixture of {sources} sources needs {sources} weights (got {weights})"
+            ),
+            Self::BadWeight { index, value } => write!(
+                f,
+                "mixture weight {index} is {value}; weights must be finite and >= 0"
+            ),
+            Self::ZeroWeights => write!(
+                f,
+                "every mixture weight is 0; at least one must be positive"
+            ),
+            Self::TooManySources { sources, max } => write!(
+                f,
+                "a mixture takes at most {max} sources with a positive weight (got {sources})"
+            ),
+            Self::BeforeStart { position, start } => write!(
+                f,
+                "position {position} is before this mixture's start {start} \
+                 (it was reweighted there)"
+            ),
         }
     }
 }
 
 impl std::error::Error for SamplerError {}
+
+/// A rejected floating-point input, compared by its bits so that errors stay
+/// `Eq` (a NaN equals the same NaN).
+#[derive(Debug, Clone, Copy)]
+pub struct BadValue(pub f64);
+
+impl PartialEq for BadValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for BadValue {}
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}

@@ -10,6 +10,7 @@ pub(crate) const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 /// same seed never reuses one mode's keys in another.
 pub(crate) const TAG_IID: u64 = 0x6969_6400_0000_0001;
 pub(crate) const TAG_CYCLIC: u64 = 0x6379_636c_6963_0002;
+pub(crate) const TAG_MIXTURE: u64 = 0x6d69_7874_7572_0003;
 
 /// The splitmix64 finalizer: a bijection on `u64` whose output bits each
 /// depend on every input bit (it passes BigCrush as a counter hash).

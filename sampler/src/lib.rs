@@ -17,6 +17,8 @@
 //! - [`Mode`]: [`Sequential`](Mode::Sequential), [`Iid`](Mode::Iid),
 //!   [`Cyclic`](Mode::Cyclic); parses from `"sequential"`, `"iid"`,
 //!   `"cyclic"`.
+//! - [`Mixture`]: several sources in fixed proportions, one stateless stream
+//!   of `(source, record)` picks (its rule is on the type).
 //! - [`SamplerError`]: every rejected input, with the offending values.
 //! - Below: [the stream](#the-stream), [modes](#modes),
 //!   [the remainder rule](#the-remainder-rule),
@@ -134,11 +136,13 @@ mod hash;
 // The i.i.d. reduction's AVX2 build: the same pattern (see `reduce_fast`).
 #[allow(unsafe_code)]
 mod iid;
+mod mixture;
 mod mode;
 mod sampler;
 mod sequential;
 
 pub use epochs::EpochPlan;
-pub use error::SamplerError;
+pub use error::{BadValue, SamplerError};
+pub use mixture::{Mixture, Pick, MAX_PERIOD};
 pub use mode::Mode;
 pub use sampler::Sampler;

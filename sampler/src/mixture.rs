@@ -1,0 +1,366 @@
+//! Weighted mixtures of several sources: which source, and which of its
+//! records, sits at each position of one endless stream. The rule is documented on [`Mixture`].
+
+use std::sync::Arc;
+
+use crate::error::BadValue;
+use crate::hash::{derive, TAG_MIXTURE};
+use crate::{Mode, Sampler, SamplerError};
+
+/// The largest period: quotas are exact to `1 / MAX_PERIOD` of the total.
+pub const MAX_PERIOD: u32 = 1 << 16;
+
+/// Where one position of a mixture reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    /// The source's index in the list the mixture was built from.
+    pub source: usize,
+    /// The record of that source.
+    pub record: u64,
+    /// The source's own position (how many earlier positions read it since
+    /// the mixture's first weights).
+    pub source_position: u64,
+}
+
+/// A deterministic, stateless weighted mixture of several sources.
+///
+/// # The rule
+///
+/// Weights are turned into integer quotas `q_s` that sum to a period `P`
+/// (the weights themselves when they are whole numbers summing to at most
+/// [`MAX_PERIOD`], else the weights scaled to `P = MAX_PERIOD` by largest
+/// remainders, so each proportion is exact to `1 / 65536`). One period is a
+/// fixed interleave of the sources, built once by smooth weighted round robin:
+/// every prefix of it holds each source within one position of its share, so
+/// any window of `n` positions holds source `s` between `n q_s / P - 2` and
+/// `n q_s / P + 2` times.
+///
+/// Position `p` (after the mixture's `start`, see below) lies in period
+/// `b = p / P` at offset `o = p mod P`; it reads source `s = pattern[o]` at
+/// that source's own position `c = base_s + b q_s + rank[o]`, where `rank[o]`
+/// counts the earlier offsets of the period that belong to `s`. Each source
+/// maps its own positions to records with its own [`Sampler`] stream (cyclic
+/// by default: one fresh permutation per pass over the source). So every
+/// position is computed in O(1), with no state, and the `c`-th position of
+/// source `s` is reached exactly once.
+///
+/// # Sources of different sizes
+///
+/// Each source runs through its own passes independently. A small source with
+/// a large weight wraps into its next pass (a new permutation) while a large
+/// one is still in its first: it is upsampled, as the weights ask. Nothing
+/// waits for the largest source to finish.
+///
+/// # Changing the weights on resume
+///
+/// [`Mixture::reweighted`] keeps everything that was read: from a global
+/// position `at`, each source continues from the position it had reached under
+/// the old weights (`consumed(at)`), and only the interleave (the quotas and
+/// the pattern) restarts there. The new mixture answers positions from `at`
+/// on.
+///
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mixture {
+    weights: Vec<f64>,
+    samplers: Vec<Sampler>,
+    quotas: Vec<u32>,
+    /// The source of each offset of a period.
+    pattern: Arc<[u32]>,
+    /// For each offset, how many earlier offsets of the period read its source.
+    rank: Arc<[u32]>,
+    /// The first global position this mixture answers for.
+    start: u64,
+    /// Each source's position at `start`.
+    base: Vec<u64>,
+}
+
+impl Mixture {
+    /// A mixture of sources with `lens[s]` records each, drawn in proportion to
+    /// `weights[s]`; each source is read in `mode` with a seed derived from
+    /// `(seed, s)`.
+    ///
+    /// Fails when there is no source, a source is empty, the lengths differ,
+    /// a weight is negative, NaN or infinite, or every weight is zero. A
+    /// source whose weight is zero is never read.
+    pub fn new(lens: &[u64], weights: &[f64], mode: Mode, seed: u64) -> Result<Self, SamplerError> {
+        if lens.is_empty() {
+            return Err(SamplerError::NoSources);
+        }
+        if lens.len() != weights.len() {
+            return Err(SamplerError::WeightCount {
+                sources: lens.len(),
+                weights: weights.len(),
+            });
+        }
+        let samplers = lens
+            .iter()
+            .enumerate()
+            .map(|(s, &len)| {
+                // Per-source seeds, so two sources of equal length never
+                // share a permutation.
+                Sampler::new(len, 1, mode, derive(seed, TAG_MIXTURE, s as u64, 0))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (quotas, pattern, rank) = interleave(weights)?;
+        Ok(Self {
+            weights: weights.to_vec(),
+            samplers,
+            quotas,
+            pattern,
+            rank,
+            start: 0,
+            base: vec![0; lens.len()],
+        })
+    }
+
+    /// The same sources continued from global position `at` with new weights:
+    /// each source resumes where it was at `at`, only the interleave restarts.
+    ///
+    /// `at` must not be before this mixture's own start.
+    pub fn reweighted(&self, at: u64, weights: &[f64]) -> Result<Self, SamplerError> {
+        if weights.len() != self.samplers.len() {
+            return Err(SamplerError::WeightCount {
+                sources: self.samplers.len(),
+                weights: weights.len(),
+            });
+        }
+        let base = self.consumed(at)?;
+        let (quotas, pattern, rank) = interleave(weights)?;
+        Ok(Self {
+            weights: weights.to_vec(),
+            samplers: self.samplers.clone(),
+            quotas,
+            pattern,
+            rank,
+            start: at,
+            base,
+        })
+    }
+
+    /// Where global position `position` reads.
+    pub fn pick(&self, position: u64) -> Result<Pick, SamplerError> {
+        let q = self.offset(position)?;
+        let period = self.pattern.len() as u64;
+        let (block, offset) = (q / period, (q % period) as usize);
+        let source = self.pattern[offset] as usize;
+        // u128: `block * quota` can pass 2^64 only past 2^64 positions, but
+        // a wrapped source position must never alias an earlier one.
+        let c = u128::from(self.base[source])
+            + u128::from(block) * u128::from(self.quotas[source])
+            + u128::from(self.rank[offset]);
+        let mut record = [0u64];
+        self.samplers[source].fill_positions(c, &mut record);
+        Ok(Pick {
+            source,
+            record: record[0],
+            source_position: c as u64,
+        })
+    }
+
+    /// [`pick`](Self::pick) for positions `start, start + 1, ...`, one per
+    /// element of `sources` and `records` (which must have the same length).
+    pub fn fill(
+        &self,
+        start: u64,
+        sources: &mut [u32],
+        records: &mut [u64],
+    ) -> Result<(), SamplerError> {
+        if sources.len() != records.len() {
+            return Err(SamplerError::OutLength {
+                expected: records.len(),
+                actual: sources.len(),
+            });
+        }
+        for (i, (s, r)) in sources.iter_mut().zip(records.iter_mut()).enumerate() {
+            let pick = self.pick(start.wrapping_add(i as u64))?;
+            *s = pick.source as u32;
+            *r = pick.record;
+        }
+        Ok(())
+    }
+
+    /// How many positions before global position `at` each source has served
+    /// (since the first weights): the per-source progress a checkpoint keeps.
+    pub fn consumed(&self, at: u64) -> Result<Vec<u64>, SamplerError> {
+        let q = self.offset(at)?;
+        let period = self.pattern.len() as u64;
+        let (block, offset) = (q / period, (q % period) as usize);
+        let mut counts: Vec<u64> = self
+            .base
+            .iter()
+            .zip(&self.quotas)
+            .map(|(&base, &quota)| base + block * u64::from(quota))
+            .collect();
+        for &s in &self.pattern[..offset] {
+            counts[s as usize] += 1;
+        }
+        Ok(counts)
+    }
+
+    /// The number of sources.
+    #[allow(clippy::len_without_is_empty)] // a mixture always has a source
+    pub fn len(&self) -> usize {
+        self.samplers.len()
+    }
+
+    /// The weights this mixture was built (or last reweighted) with.
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    /// The integer quotas of one period, in source order.
+    pub fn quotas(&self) -> &[u32] {
+        &self.quotas
+    }
+
+    /// The period `P`: the interleave repeats every `P` positions.
+    pub fn period(&self) -> u64 {
+        self.pattern.len() as u64
+    }
+
+    /// The first global position this mixture answers for (0 unless it was
+    /// [`reweighted`](Self::reweighted)).
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    fn offset(&self, position: u64) -> Result<u64, SamplerError> {
+        position
+            .checked_sub(self.start)
+            .ok_or(SamplerError::BeforeStart {
+                position,
+                start: self.start,
+            })
+    }
+}
+
+type Interleave = (Vec<u32>, Arc<[u32]>, Arc<[u32]>);
+
+/// The quotas, the pattern of one period and each offset's rank within its
+/// source.
+fn interleave(weights: &[f64]) -> Result<Interleave, SamplerError> {
+    for (index, &value) in weights.iter().enumerate() {
+        if !value.is_finite() || value < 0.0 {
+            return Err(SamplerError::BadWeight {
+                index,
+                value: BadValue(value),
+            });
+        }
+    }
+    let quotas = quotas(weights)?;
+    let period: u32 = quotas.iter().sum();
+    // Smooth weighted round robin: every step each source gains its quota, the
+    // one with the most credit is served and pays the period. Ties go to the
+    // lower index, so the pattern depends on the quotas alone.
+    let mut credit = vec![0i64; quotas.len()];
+    let mut served = vec![0u32; quotas.len()];
+    let mut pattern = Vec::with_capacity(period as usize);
+    let mut rank = Vec::with_capacity(period as usize);
+    for _ in 0..period {
+        let mut best = 0;
+        for (s, &quota) in quotas.iter().enumerate() {
+            credit[s] += i64::from(quota);
+            if credit[s] > credit[best] {
+                best = s;
+            }
+        }
+        credit[best] -= i64::from(period);
+        pattern.push(best as u32);
+        rank.push(served[best]);
+        served[best] += 1;
+    }
+    Ok((quotas, pattern.into(), rank.into()))
+}
+
+/// Integer quotas: whole-number weights as they are when they sum to at most
+/// [`MAX_PERIOD`], else the weights scaled to `MAX_PERIOD` by largest remainders
+/// (a positive weight never rounds to zero).
+fn quotas(weights: &[f64]) -> Result<Vec<u32>, SamplerError> {
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 {
+        return Err(SamplerError::ZeroWeights);
+    }
+    let whole = weights.iter().all(|w| w.fract() == 0.0);
+    if whole && total <= f64::from(MAX_PERIOD) {
+        return Ok(weights.iter().map(|&w| w as u32).collect());
+    }
+    if weights.iter().filter(|&&w| w > 0.0).count() > MAX_PERIOD as usize {
+        return Err(SamplerError::TooManySources {
+            sources: weights.len(),
+            max: MAX_PERIOD as usize,
+        });
+    }
+    let scale = f64::from(MAX_PERIOD) / total;
+    let exact: Vec<f64> = weights.iter().map(|w| w * scale).collect();
+    // A positive weight gets at least one slot, so no source silently vanishes.
+    let mut quotas: Vec<u32> = exact
+        .iter()
+        .map(|&x| {
+            if x > 0.0 {
+                (x.floor() as u32).max(1)
+            } else {
+                0
+            }
+        })
+        .collect();
+    let mut sum: u32 = quotas.iter().sum();
+    // Hand out (or take back) the slots by largest (smallest) remainder.
+    let mut order: Vec<usize> = (0..weights.len()).filter(|&s| weights[s] > 0.0).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (
+            exact[a] - f64::from(quotas[a]),
+            exact[b] - f64::from(quotas[b]),
+        );
+        rb.total_cmp(&ra).then(a.cmp(&b))
+    });
+    let mut i = 0;
+    while sum < MAX_PERIOD {
+        quotas[order[i % order.len()]] += 1;
+        sum += 1;
+        i += 1;
+    }
+    let mut i = order.len();
+    while sum > MAX_PERIOD {
+        i = if i == 0 { order.len() - 1 } else { i - 1 };
+        let s = order[i];
+        if quotas[s] > 1 {
+            quotas[s] -= 1;
+            sum -= 1;
+        }
+    }
+    Ok(quotas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_weights_are_the_quotas() {
+        let m =
+            Mixture::new(&[10, 10, 10], &[3.0, 1.0, 1.0], Mode::Cyclic, 1).expect("valid mixture");
+        assert_eq!(m.quotas(), &[3, 1, 1]);
+        assert_eq!(m.period(), 5);
+    }
+
+    #[test]
+    fn fractional_weights_scale_to_the_largest_period() {
+        let m = Mixture::new(&[10, 10, 10], &[0.5, 0.25, 0.25], Mode::Cyclic, 1)
+            .expect("valid mixture");
+        assert_eq!(m.quotas(), &[32768, 16384, 16384]);
+        let m = Mixture::new(&[10, 10], &[1.0, 1e-9], Mode::Cyclic, 1).expect("valid mixture");
+        assert_eq!(m.quotas(), &[MAX_PERIOD - 1, 1]);
+    }
+
+    #[test]
+    fn a_period_reads_each_source_its_quota_with_consecutive_ranks() {
+        let m = Mixture::new(&[7, 5, 3], &[5.0, 3.0, 2.0], Mode::Cyclic, 9).expect("valid mixture");
+        let mut next = [0u64; 3];
+        for p in 0..m.period() * 3 {
+            let pick = m.pick(p).expect("position after start");
+            assert_eq!(pick.source_position, next[pick.source]);
+            next[pick.source] += 1;
+        }
+        assert_eq!(next, [15, 9, 6]);
+    }
+}
