@@ -28,6 +28,9 @@
 //! - [`Step`], [`Batch`], [`Tensor`] (`batch`): what a step carries; dense
 //!   streams give `(B / shards, *item_shape)` buffers, ragged streams give values,
 //!   `cu_seqlens` and shapes. [`PooledVec`] (`recycle`) holds the small vectors.
+//! - [`Packer`], [`assemble`] (`pack`): variable-length sequences packed into fixed
+//!   `[rows, seq_len]` batches with `cu_seqlens` and `position_ids`, planned from
+//!   lengths alone and resumable mid-row from a [`PackState`].
 //! - [`LoaderError`] (`error`): construction errors and per-step failures.
 //! - `pipeline` (private): the worker threads and the reorder buffer.
 //!
@@ -124,6 +127,7 @@ mod error;
 mod loader;
 mod lookahead;
 mod options;
+mod pack;
 mod pipeline;
 mod produce;
 mod recycle;
@@ -135,6 +139,9 @@ pub use error::{LoaderError, OptionsError, Result, TransformError};
 pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
+pub use pack::{
+    assemble, PackError, PackPlan, PackState, PackStrategy, PackedBatch, Packer, Piece,
+};
 pub use recycle::PooledVec;
 pub use schedule::Schedule;
 pub use view::{Source, View};
