@@ -10,7 +10,7 @@ use zring_engine::{Codec, DType, Schema, WriteOptions, Writer};
 pub use zring_workloads::{SynthSpec, IMAGE_BYTES, IMAGE_SHAPE};
 
 use crate::progress::{self, Unit};
-use crate::CliResult;
+use crate::{CliError, CliResult};
 
 /// Input bytes generated per append call while writing.
 const BATCH_BYTES: usize = 16 << 20;
@@ -19,6 +19,9 @@ const BATCH_BYTES: usize = 16 << 20;
 #[derive(Clone, Copy, Debug)]
 pub struct WriteReport {
     pub logical_bytes: u64,
+    /// The store file's size: what went to the disk (padding, table and metadata
+    /// included), the bytes a comparison with the disk's write must use.
+    pub file_bytes: u64,
     /// Create, appends and close (which includes both fsyncs); data generation
     /// and dictionary training are not counted.
     pub seconds: f64,
@@ -99,8 +102,12 @@ pub fn create_store(
     bar.finish_and_clear();
     // Over the whole write, generation included when it was not done first.
     let cpu_seconds = super::measure::cpu_seconds_since(cpu_before);
+    let file_bytes = std::fs::metadata(path)
+        .map_err(|e| CliError::io(path, "reading the store's size", e))?
+        .len();
     Ok(WriteReport {
         logical_bytes: total,
+        file_bytes,
         seconds: timed,
         dict_seconds,
         from_memory,
