@@ -48,6 +48,8 @@ pub struct Baseline {
     pub decoded: bool,
     /// Whether the store's dictionary was loaded into the decoders.
     pub dictionary: bool,
+    /// How raw records were copied (the faster way, for raw stores).
+    pub copy: Copy,
 }
 
 /// The baseline of a warm gather: the records of `batches` (as the gathers read
@@ -64,10 +66,47 @@ pub struct Baseline {
 /// and one thread decoding 256 cache-hot frames, times the cores, was beaten 1.48x.)
 pub fn records_baseline(
     src: &[u8],
+    prefetch: &(dyn Fn(usize, usize) + Sync),
     batches: &[Vec<Rec>],
     dict: &[u8],
     threads: usize,
     min_time: Duration,
+) -> Result<Baseline, CliError> {
+    // Raw records: the faster of the two copies (which one wins depends on the CPU
+    // and the record size), each timed on its own.
+    let mut best: Option<Baseline> = None;
+    for copy in [Copy::Memmove, Copy::Lines] {
+        let b = baseline_with(src, prefetch, batches, dict, threads, min_time, copy)?;
+        if best.is_none_or(|x| b.bytes_per_s > x.bytes_per_s) {
+            best = Some(b);
+        }
+        if b.decoded {
+            // Decoding dominates a compressed store's baseline: one copy will do.
+            break;
+        }
+    }
+    best.ok_or_else(|| CliError::new("the baseline measured nothing"))
+}
+
+/// How the baseline copies a raw record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copy {
+    /// `copy_from_slice` (the C library's memmove).
+    Memmove,
+    /// 64 bytes at a time, as vector registers: faster than memmove on some CPUs
+    /// (an AMD EPYC guest: 2 KiB records 0.83x, 147 KiB 0.85-0.9x of this loop), and
+    /// the way the read path's fused copy-and-checksum moves bytes.
+    Lines,
+}
+
+fn baseline_with(
+    src: &[u8],
+    prefetch: &(dyn Fn(usize, usize) + Sync),
+    batches: &[Vec<Rec>],
+    dict: &[u8],
+    threads: usize,
+    min_time: Duration,
+    copy: Copy,
 ) -> Result<Baseline, CliError> {
     let threads = threads.max(1);
     let batch_bytes = batches
@@ -105,9 +144,15 @@ pub fn records_baseline(
                             for (k, r) in batch.iter().enumerate() {
                                 let len = r.logical as usize;
                                 if k % threads == t {
+                                    // The next record of this thread's share is asked
+                                    // for while this one is taken, as the read path
+                                    // does out of a mapping.
+                                    if let Some(n) = batch.get(k + threads) {
+                                        prefetch(n.offset as usize, n.stored as usize);
+                                    }
                                     let from = r.offset as usize;
                                     if let Some(rec) = src.get(from..from + r.stored as usize) {
-                                        d.take(r, rec, black_box(&mut dst[at..at + len]))?;
+                                        d.take(r, rec, black_box(&mut dst[at..at + len]), copy)?;
                                         bytes += len as u64;
                                     }
                                 }
@@ -151,6 +196,7 @@ pub fn records_baseline(
         bytes_per_s: total as f64 / elapsed,
         decoded,
         dictionary,
+        copy,
     })
 }
 
@@ -176,10 +222,19 @@ impl Decoders {
     }
 
     /// Copies or decodes one record's stored bytes into its slot.
-    fn take(&mut self, r: &Rec, stored: &[u8], slot: &mut [u8]) -> Result<(), CliError> {
+    fn take(
+        &mut self,
+        r: &Rec,
+        stored: &[u8],
+        slot: &mut [u8],
+        copy: Copy,
+    ) -> Result<(), CliError> {
         let d = match r.codec {
             RecordCodec::Raw => {
-                slot.copy_from_slice(stored);
+                match copy {
+                    Copy::Memmove => slot.copy_from_slice(stored),
+                    Copy::Lines => copy_lines(stored, slot),
+                }
                 return Ok(());
             }
             RecordCodec::Zstd => self.plain.as_mut(),
@@ -199,6 +254,16 @@ impl Decoders {
             ))),
         }
     }
+}
+
+/// Copies `src` into `dst` (the same length) 64 bytes at a time.
+fn copy_lines(src: &[u8], dst: &mut [u8]) {
+    let mut d = dst.chunks_exact_mut(64);
+    let mut s = src.chunks_exact(64);
+    for (a, b) in (&mut d).zip(&mut s) {
+        a.copy_from_slice(b);
+    }
+    d.into_remainder().copy_from_slice(s.remainder());
 }
 
 /// An engine buffer of `len` bytes (falls back to a Vec-backed one if that fails).
@@ -337,8 +402,15 @@ mod tests {
             vec![r(60_000, 5536, 5536, RecordCodec::Raw)],
         ];
         for threads in [1, 2, 3] {
-            let b = records_baseline(&src, &batches, &[], threads, Duration::from_millis(5))
-                .expect("baseline");
+            let b = records_baseline(
+                &src,
+                &|_, _| {},
+                &batches,
+                &[],
+                threads,
+                Duration::from_millis(5),
+            )
+            .expect("baseline");
             assert_eq!(b.threads, threads);
             assert!(b.decoded && !b.dictionary, "{b:?}");
             assert!(b.bytes_per_s.is_finite() && b.bytes_per_s > 1e6, "{b:?}");
@@ -350,7 +422,13 @@ mod tests {
             4000,
             RecordCodec::Zstd,
         )]];
-        assert!(records_baseline(&src, &bad, &[], 2, Duration::from_millis(1)).is_err());
+        assert!(
+            records_baseline(&src, &|_, _| {}, &bad, &[], 2, Duration::from_millis(1)).is_err()
+        );
+        // Both copies copy.
+        let mut a = vec![0u8; 200];
+        copy_lines(&src[..200], &mut a);
+        assert_eq!(a, src[..200]);
     }
 
     #[test]

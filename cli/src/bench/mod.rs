@@ -270,7 +270,14 @@ fn records_baseline(
         }
         batches.push(batch);
     }
-    measure::records_baseline(map.bytes(), &batches, store.dictionary(), threads, min_time)
+    measure::records_baseline(
+        map.bytes(),
+        &|offset, len| map.prefetch(offset, len),
+        &batches,
+        store.dictionary(),
+        threads,
+        min_time,
+    )
 }
 
 fn check_args(args: &BenchArgs) -> CliResult {

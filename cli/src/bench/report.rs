@@ -8,7 +8,7 @@ use zring_engine::Backend;
 
 use super::args::{BenchArgs, BenchMode};
 use super::fio::{fio_ran, FioOutcome, FioWrite};
-use super::measure::{exceeds, Baseline, ColdBy, NOISE_MARGIN};
+use super::measure::{exceeds, Baseline, ColdBy, Copy, NOISE_MARGIN};
 use super::synth::WriteReport;
 use super::types::RunResult;
 use crate::output::{bytes, count, rate, MIB};
@@ -137,6 +137,10 @@ impl Report<'_> {
         let mut v = json!({
             "what": baseline_what(&b),
             "threads": b.threads,
+            "copy_kind": match b.copy {
+                Copy::Memmove => "memmove",
+                Copy::Lines => "lines",
+            },
             "mib_per_s": mib,
             "gather_vs_baseline": ratio,
             "noise_margin": NOISE_MARGIN,
@@ -510,7 +514,10 @@ fn latency_line(what: &str, r: &RunResult) -> String {
 /// What the baseline did, in words.
 fn baseline_what(b: &Baseline) -> String {
     let how = match (b.decoded, b.dictionary) {
-        (false, _) => "copied",
+        (false, _) => match b.copy {
+            Copy::Memmove => "copied (memmove: the faster of memmove and a 64-byte loop)",
+            Copy::Lines => "copied (a 64-byte loop: the faster of memmove and a 64-byte loop)",
+        },
         (true, false) => "decoded (zstd, one reused context per thread; raw records copied)",
         (true, true) => {
             "decoded (zstd with the store's dictionary loaded once, one reused context per \
@@ -519,8 +526,8 @@ fn baseline_what(b: &Baseline) -> String {
     };
     format!(
         "the gathers' first 64 batches' records {how} out of a mapping of the store file \
-         into their slots of a batch-sized aligned buffer, {} thread(s) side by side, no \
-         checksums, no per-batch synchronisation",
+         into their slots of a batch-sized aligned buffer, the next record prefetched, {} \
+         thread(s) side by side, no checksums, no per-batch synchronisation",
         b.threads
     )
 }
@@ -563,7 +570,7 @@ fn baseline_lines(rep: &Report<'_>, line: &mut impl FnMut(String)) {
             rate(m)
         ));
         line(format!(
-            "          ({}; no checksums)",
+            "          ({}; the next record prefetched; no checksums)",
             if b.dictionary {
                 "zstd with the store's dictionary, one reused context per thread, into the \
                  caller's slots, out of a mapping of the file"
@@ -578,6 +585,13 @@ fn baseline_lines(rep: &Report<'_>, line: &mut impl FnMut(String)) {
             "baseline  copying the same records out of a mapping of the file into the same kind of buffer, {} thread(s): {} MiB/s",
             b.threads,
             rate(m)
+        ));
+        line(format!(
+            "          (the faster of memmove and a 64-byte loop: {}; the next record prefetched, as the read path does)",
+            match b.copy {
+                Copy::Memmove => "memmove",
+                Copy::Lines => "the loop",
+            }
         ));
         line(format!(
             "          {what} = {ratio:.2}x that copy (1x: the engine costs nothing over moving the bytes; \
