@@ -140,7 +140,8 @@ pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use pack::{
-    assemble, PackError, PackPlan, PackState, PackStrategy, PackedBatch, Packer, Piece,
+    assemble, PackError, PackPlan, PackState, PackStrategy, PackedBatch, PackedReader, Packer,
+    Piece, Token,
 };
 pub use recycle::PooledVec;
 pub use schedule::Schedule;

@@ -203,6 +203,11 @@ impl Mixture {
         self.samplers.len()
     }
 
+    /// How many records source `index` holds (0 for an index past the last).
+    pub fn source_len(&self, index: usize) -> u64 {
+        self.samplers.get(index).map_or(0, Sampler::len)
+    }
+
     /// The weights this mixture was built (or last reweighted) with.
     pub fn weights(&self) -> &[f64] {
         &self.weights

@@ -51,15 +51,40 @@ pub fn assemble<T: Copy>(
     cu_seqlens: &[u64],
     pad: T,
 ) -> Result<PackedBatch<T>, PackError> {
-    let positions = plan.positions();
-    let (rows, seq_len) = (plan.rows(), plan.seq_len());
-    if cu_seqlens.len() != positions.len() + 1 {
+    let positions = plan.len_of_positions();
+    if cu_seqlens.len() != positions + 1 {
         return Err(PackError::GatherMismatch {
-            position: positions.first().copied().unwrap_or(0),
-            needed: positions.len() as u64 + 1,
+            position: plan.pieces().first().map_or(0, |p| p.position),
+            needed: positions as u64 + 1,
             gathered: cu_seqlens.len() as u64,
         });
     }
+    assemble_with(plan, pad, |k, piece, tokens| {
+        let (start, end) = (cu_seqlens[k], cu_seqlens[k + 1]);
+        let needed = piece.start + piece.len;
+        if end < start || end > values.len() as u64 || end - start < needed {
+            return Err(PackError::GatherMismatch {
+                position: piece.position,
+                needed,
+                gathered: end.saturating_sub(start),
+            });
+        }
+        let from = (start + piece.start) as usize;
+        tokens.extend_from_slice(&values[from..from + piece.len as usize]);
+        Ok(())
+    })
+}
+
+/// [`assemble`] with the tokens of each piece appended by `put(k, piece, tokens)`,
+/// where `k` is the piece's sequence's index in
+/// [`plan.positions()`](PackPlan::positions): for a caller whose tokens are not
+/// one slice of `T` (bytes of several sources), so they are copied once.
+pub(crate) fn assemble_with<T: Copy>(
+    plan: &PackPlan,
+    pad: T,
+    mut put: impl FnMut(usize, &Piece, &mut Vec<T>) -> Result<(), PackError>,
+) -> Result<PackedBatch<T>, PackError> {
+    let (rows, seq_len) = (plan.rows(), plan.seq_len());
     // Both are i32 by the packer's construction (rows * seq_len <= i32::MAX).
     let mut tokens = Vec::with_capacity(rows * seq_len);
     let mut position_ids = Vec::with_capacity(rows * seq_len);
@@ -67,23 +92,18 @@ pub fn assemble<T: Copy>(
     let mut max_seqlen = 0i32;
     let mut pieces = Vec::with_capacity(plan.pieces().len());
     let mut piece_rows = Vec::with_capacity(plan.pieces().len());
+    // The index of the current piece's sequence in `plan.positions()`.
     let mut k = 0usize;
+    let mut last = None;
     for r in 0..rows {
         for piece in plan.row(r) {
-            if positions[k] != piece.position {
+            if last.is_some_and(|p| p != piece.position) {
                 k += 1;
             }
-            let (start, end) = (cu_seqlens[k], cu_seqlens[k + 1]);
-            let needed = piece.start + piece.len;
-            if end < start || end > values.len() as u64 || end - start < needed {
-                return Err(PackError::GatherMismatch {
-                    position: piece.position,
-                    needed,
-                    gathered: end.saturating_sub(start),
-                });
-            }
-            let from = (start + piece.start) as usize;
-            tokens.extend_from_slice(&values[from..from + piece.len as usize]);
+            last = Some(piece.position);
+            let before = tokens.len();
+            put(k, piece, &mut tokens)?;
+            debug_assert_eq!(tokens.len() - before, piece.len as usize);
             segment(
                 &mut position_ids,
                 &mut cu,

@@ -33,11 +33,16 @@
 
 mod assemble;
 mod plan;
+mod reader;
 
 use std::fmt;
 
+use zring_engine::{DType, Error as EngineError, Layout};
+use zring_sampler::SamplerError;
+
 pub use assemble::{assemble, PackedBatch};
 pub use plan::{PackPlan, Packer, Piece};
+pub use reader::{PackedReader, Token};
 
 /// How rows are filled; see the [module docs](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +122,38 @@ pub enum PackError {
         /// The tokens gathered.
         gathered: u64,
     },
+    /// A reader was given a different number of sources than its mixture has.
+    SourceCount {
+        /// Sources given.
+        sources: usize,
+        /// Sources in the mixture.
+        mixture: usize,
+    },
+    /// A reader's source does not hold tokens of the reader's type.
+    NotTokens {
+        /// The source's index.
+        index: usize,
+        /// Its layout.
+        layout: Layout,
+        /// Its dtype.
+        dtype: DType,
+        /// The token dtype the reader packs (in ragged records of one dimension).
+        expected: DType,
+    },
+    /// A reader's source holds a different number of records than its mixture
+    /// draws from.
+    SourceLength {
+        /// The source's index.
+        index: usize,
+        /// Records it holds.
+        records: u64,
+        /// Records the mixture draws from.
+        mixture: u64,
+    },
+    /// The mixture refused a position.
+    Mixture(SamplerError),
+    /// Reading the sequences failed.
+    Read(EngineError),
     /// Looking up a sequence's length failed.
     Length {
         /// The stream position asked about.
@@ -161,6 +198,29 @@ impl fmt::Display for PackError {
                 "the sequence at stream position {position} was gathered with {gathered} \
                  tokens, but the plan needs {needed}"
             ),
+            Self::SourceCount { sources, mixture } => {
+                write!(f, "{sources} sources were given for a mixture of {mixture}")
+            }
+            Self::NotTokens {
+                index,
+                layout,
+                dtype,
+                expected,
+            } => write!(
+                f,
+                "source {index} holds {dtype:?} records laid out as {layout:?}; packing \
+                 takes ragged {expected:?} records of one dimension"
+            ),
+            Self::SourceLength {
+                index,
+                records,
+                mixture,
+            } => write!(
+                f,
+                "source {index} holds {records} records but the mixture draws from {mixture}"
+            ),
+            Self::Mixture(e) => write!(f, "the mixture failed: {e}"),
+            Self::Read(e) => write!(f, "reading the sequences to pack failed: {e}"),
             Self::Length { position, source } => write!(
                 f,
                 "could not read the length of the sequence at stream position {position}: {source}"
@@ -169,10 +229,24 @@ impl fmt::Display for PackError {
     }
 }
 
+impl From<SamplerError> for PackError {
+    fn from(e: SamplerError) -> Self {
+        Self::Mixture(e)
+    }
+}
+
+impl From<EngineError> for PackError {
+    fn from(e: EngineError) -> Self {
+        Self::Read(e)
+    }
+}
+
 impl std::error::Error for PackError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Length { source, .. } => Some(source.as_ref()),
+            Self::Mixture(e) => Some(e),
+            Self::Read(e) => Some(e),
             _ => None,
         }
     }

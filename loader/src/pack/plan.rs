@@ -64,6 +64,19 @@ impl PackPlan {
         out
     }
 
+    /// How many entries [`positions`](Self::positions) has, without building it.
+    pub(crate) fn len_of_positions(&self) -> usize {
+        let mut n = 0;
+        let mut last = None;
+        for piece in &self.pieces {
+            if last != Some(piece.position) {
+                n += 1;
+                last = Some(piece.position);
+            }
+        }
+        n
+    }
+
     /// The tokens that are not padding.
     pub fn tokens(&self) -> u64 {
         self.pieces.iter().map(|p| p.len).sum()
