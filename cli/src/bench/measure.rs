@@ -28,6 +28,19 @@ pub fn exceeds(ratio: f64) -> bool {
     ratio > 1.0 + NOISE_MARGIN
 }
 
+/// Other processes busier by this many cores while the baseline ran than while
+/// zring did explain a baseline below zring: the report says so instead of calling
+/// the baseline wrong.
+pub const LOAD_DIFFERS_CORES: f64 = 0.25;
+
+/// Whether the baseline ran on a busier machine than the gathers (`None`: unknown).
+pub fn busier_during_baseline(gather_others: Option<f64>, baseline_others: Option<f64>) -> bool {
+    match (gather_others, baseline_others) {
+        (Some(g), Some(b)) => b > g + LOAD_DIFFERS_CORES,
+        _ => false,
+    }
+}
+
 /// One record as the baseline handles it, from the store's table.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rec {
@@ -50,39 +63,66 @@ pub struct Baseline {
     pub dictionary: bool,
     /// How raw records were copied (the faster way, for raw stores).
     pub copy: Copy,
+    /// Cores other processes kept busy while the baseline ran.
+    pub others_cores: Option<f64>,
 }
 
-/// The baseline of a warm gather: the records of `batches` (as the gathers read
-/// them, batch after batch) taken out of `src`, a mapping of the store file, into
-/// their slots of a batch-sized page-aligned buffer, on `threads` threads side by
-/// side (record `k` of each batch goes to thread `k % threads`), for at least
-/// `min_time`. A raw record is copied; a compressed one is decoded with the read
-/// path's setup: one zstd context per thread, reused, the store's dictionary loaded
-/// once, decoding straight into the slot. That is the work a gather cannot avoid, on
-/// the same records from the same pages into the same kind of memory, without
-/// checksums, bookkeeping or any synchronisation per batch. So it is a limit: a
-/// gather above it by more than noise means the baseline is wrong. (Earlier
-/// baselines were not: a buffer copied into another again and again stays in cache,
-/// and one thread decoding 256 cache-hot frames, times the cores, was beaten 1.48x.)
+/// Which batches the baseline takes, and what it must be ready for.
+pub struct Walk<'a> {
+    /// The gathers' batches from their first timed step, in order; the baseline goes
+    /// round them. Drawn before timing, as the gathers' indices are.
+    pub batches: &'a [Vec<Rec>],
+    /// Take every batch once untimed first (after a cold or O_DIRECT run, whose
+    /// records are not in the page cache: then the baseline times decoding, not the
+    /// disk); else only the first.
+    pub warm_all: bool,
+    /// Whether the store's records are compressed (so decoded), and with a dictionary.
+    pub compressed: bool,
+    pub dictionary: bool,
+}
+
+/// Times of the baseline are the best of this many measurements: a limit is what
+/// the machine can do, and a neighbour's burst lowers one measurement, not three.
+const REPEATS: usize = 3;
+
+/// The baseline of a gather: the records of the gathers' batches (`walk`: the same
+/// steps of the same sampler, in their order, round and round) taken out of `src`, a mapping of the store
+/// file, into their slots of a batch-sized page-aligned buffer, on `threads` threads
+/// side by side (record `k` of each batch goes to thread `k % threads`; each thread's
+/// next record prefetched with `prefetch`, as the read path does), for at least
+/// `min_time`, the best of [`REPEATS`]. A raw record is copied (the faster of two
+/// copies); a compressed one is decoded with the read path's setup: one zstd
+/// context per thread, reused, the store's dictionary loaded once, decoding straight
+/// into the slot. That is the work a gather cannot avoid, on the same records from
+/// the same pages into the same kind of memory, without checksums, bookkeeping or
+/// any synchronisation per batch. So it is a limit: a gather above it by more than
+/// noise means the baseline is wrong. (Earlier baselines were not: one thread
+/// decoding 256 cache-hot frames, times the cores, was beaten 1.48x; a memmove out
+/// of a few dozen batches that stay in the CPU's cache overstated a raw limit.)
 pub fn records_baseline(
     src: &[u8],
     prefetch: &(dyn Fn(usize, usize) + Sync),
-    batches: &[Vec<Rec>],
+    walk: &Walk<'_>,
     dict: &[u8],
     threads: usize,
     min_time: Duration,
 ) -> Result<Baseline, CliError> {
-    // Raw records: the faster of the two copies (which one wins depends on the CPU
-    // and the record size), each timed on its own.
     let mut best: Option<Baseline> = None;
-    for copy in [Copy::Memmove, Copy::Lines] {
-        let b = baseline_with(src, prefetch, batches, dict, threads, min_time, copy)?;
-        if best.is_none_or(|x| b.bytes_per_s > x.bytes_per_s) {
-            best = Some(b);
-        }
-        if b.decoded {
-            // Decoding dominates a compressed store's baseline: one copy will do.
-            break;
+    // Raw records: the faster of the two copies (which one wins depends on the CPU
+    // and the record size); decoding dominates a compressed store's, one will do.
+    let copies: &[Copy] = match walk.compressed {
+        true => &[Copy::Memmove],
+        false => &[Copy::Memmove, Copy::Lines],
+    };
+    for &copy in copies {
+        for _ in 0..REPEATS {
+            let load = LoadWindow::start();
+            let cpu = zring_platform::process_cpu_time();
+            let mut b = baseline_with(src, prefetch, walk, dict, threads, min_time, copy)?;
+            b.others_cores = load.other_cores(cpu_seconds_since(cpu));
+            if best.is_none_or(|x| b.bytes_per_s > x.bytes_per_s) {
+                best = Some(b);
+            }
         }
     }
     best.ok_or_else(|| CliError::new("the baseline measured nothing"))
@@ -99,30 +139,19 @@ pub enum Copy {
     Lines,
 }
 
+/// Batches a thread times between looks at the clock.
+const BATCHES_PER_LOOK: u64 = 4;
+
 fn baseline_with(
     src: &[u8],
     prefetch: &(dyn Fn(usize, usize) + Sync),
-    batches: &[Vec<Rec>],
+    walk: &Walk<'_>,
     dict: &[u8],
     threads: usize,
     min_time: Duration,
     copy: Copy,
 ) -> Result<Baseline, CliError> {
     let threads = threads.max(1);
-    let batch_bytes = batches
-        .iter()
-        .map(|b| b.iter().map(|r| r.logical as usize).sum::<usize>())
-        .max()
-        .unwrap_or(0)
-        .max(4096);
-    let decoded = batches
-        .iter()
-        .flatten()
-        .any(|r| r.codec != RecordCodec::Raw);
-    let dictionary = batches
-        .iter()
-        .flatten()
-        .any(|r| r.codec == RecordCodec::ZstdDict);
     let start_line = std::sync::Barrier::new(threads + 1);
     let mut started = Instant::now();
     let per_thread: Vec<Result<u64, CliError>> = std::thread::scope(|s| {
@@ -130,49 +159,65 @@ fn baseline_with(
             .map(|t| {
                 let start_line = &start_line;
                 s.spawn(move || {
-                    // Everything is set up before the start line, as the read path's
-                    // per-thread state is before a timed gather.
-                    let setup = Decoders::new(dict, decoded, dictionary);
-                    let mut dst = buffer(batch_bytes);
-                    dst.fill(0);
-                    // One pass over this thread's share of the batches, returning the
-                    // logical bytes it delivered.
-                    let pass = |d: &mut Decoders, dst: &mut [u8]| -> Result<u64, CliError> {
-                        let mut bytes = 0u64;
-                        for batch in batches {
-                            let mut at = 0usize;
-                            for (k, r) in batch.iter().enumerate() {
-                                let len = r.logical as usize;
-                                if k % threads == t {
-                                    // The next record of this thread's share is asked
-                                    // for while this one is taken, as the read path
-                                    // does out of a mapping.
-                                    if let Some(n) = batch.get(k + threads) {
-                                        prefetch(n.offset as usize, n.stored as usize);
-                                    }
-                                    let from = r.offset as usize;
-                                    if let Some(rec) = src.get(from..from + r.stored as usize) {
-                                        d.take(r, rec, black_box(&mut dst[at..at + len]), copy)?;
-                                        bytes += len as u64;
-                                    }
+                    let mut dst = buffer(4096);
+                    // This thread's share of batch `step`; returns the logical bytes.
+                    let share = |d: &mut Decoders,
+                                 dst: &mut Box<dyn AsMutSlice>,
+                                 k: u64|
+                     -> Result<u64, CliError> {
+                        let Some(recs) = walk.batches.get(k as usize % walk.batches.len().max(1))
+                        else {
+                            return Ok(0);
+                        };
+                        let need: usize = recs.iter().map(|r| r.logical as usize).sum();
+                        if dst.len() < need {
+                            *dst = buffer(need);
+                            dst.fill(0);
+                        }
+                        let (mut at, mut bytes) = (0usize, 0u64);
+                        for (k, r) in recs.iter().enumerate() {
+                            let len = r.logical as usize;
+                            if k % threads == t {
+                                if let Some(n) = recs.get(k + threads) {
+                                    prefetch(n.offset as usize, n.stored as usize);
                                 }
-                                at += len;
+                                let from = r.offset as usize;
+                                if let Some(rec) = src.get(from..from + r.stored as usize) {
+                                    d.take(r, rec, black_box(&mut dst[at..at + len]), copy)?;
+                                    bytes += len as u64;
+                                }
                             }
+                            at += len;
                         }
                         Ok(bytes)
                     };
-                    // An untimed pass first: after a cold run the pages come in here,
-                    // not in the timed passes.
-                    let ready = setup.and_then(|mut d| pass(&mut d, &mut dst).map(|_| d));
+                    // Untimed: the decoders, the buffer, and (after a cold run) the
+                    // records' pages, as the read path's state is ready before a
+                    // timed gather.
+                    let untimed = match walk.warm_all {
+                        true => walk.batches.len() as u64,
+                        false => 1,
+                    };
+                    let ready =
+                        Decoders::new(dict, walk.compressed, walk.dictionary).and_then(|mut d| {
+                            for k in 0..untimed {
+                                share(&mut d, &mut dst, k)?;
+                            }
+                            Ok(d)
+                        });
                     start_line.wait();
                     let mut d = ready?;
                     let begun = Instant::now();
-                    let (mut bytes, mut rounds) = (0u64, 0u64);
-                    while rounds < 3 || begun.elapsed() < min_time {
-                        bytes += pass(&mut d, &mut dst)?;
-                        rounds += 1;
+                    let (mut bytes, mut k) = (0u64, 0u64);
+                    loop {
+                        for _ in 0..BATCHES_PER_LOOK {
+                            bytes += share(&mut d, &mut dst, k)?;
+                            k += 1;
+                        }
+                        if begun.elapsed() >= min_time {
+                            return Ok(bytes);
+                        }
                     }
-                    Ok(bytes)
                 })
             })
             .collect();
@@ -194,9 +239,10 @@ fn baseline_with(
     Ok(Baseline {
         threads,
         bytes_per_s: total as f64 / elapsed,
-        decoded,
-        dictionary,
+        decoded: walk.compressed,
+        dictionary: walk.dictionary,
         copy,
+        others_cores: None,
     })
 }
 
@@ -393,7 +439,7 @@ mod tests {
             codec,
         };
         let z = r(1 << 16, frame.len() as u32, 5000, RecordCodec::Zstd);
-        let batches = vec![
+        let batches = [
             vec![
                 r(0, 4096, 4096, RecordCodec::Raw),
                 z,
@@ -401,30 +447,42 @@ mod tests {
             ],
             vec![r(60_000, 5536, 5536, RecordCodec::Raw)],
         ];
+        // A raw store's batches have raw records only.
+        let raw_only = [vec![
+            r(0, 4096, 4096, RecordCodec::Raw),
+            r(8192, 100, 100, RecordCodec::Raw),
+        ]];
+        let walk = |warm_all, compressed| Walk {
+            batches: if compressed {
+                &batches[..]
+            } else {
+                &raw_only[..]
+            },
+            warm_all,
+            compressed,
+            dictionary: false,
+        };
+        let ms = Duration::from_millis(5);
         for threads in [1, 2, 3] {
-            let b = records_baseline(
-                &src,
-                &|_, _| {},
-                &batches,
-                &[],
-                threads,
-                Duration::from_millis(5),
-            )
-            .expect("baseline");
-            assert_eq!(b.threads, threads);
-            assert!(b.decoded && !b.dictionary, "{b:?}");
-            assert!(b.bytes_per_s.is_finite() && b.bytes_per_s > 1e6, "{b:?}");
+            for (warm_all, compressed) in [(false, true), (true, true), (false, false)] {
+                let w = walk(warm_all, compressed);
+                let b = records_baseline(&src, &|_, _| {}, &w, &[], threads, ms).expect("baseline");
+                assert_eq!((b.threads, b.decoded), (threads, compressed));
+                assert!(b.bytes_per_s.is_finite() && b.bytes_per_s > 1e6, "{b:?}");
+            }
         }
         // A record that does not decode to its logical size is an error, not a figure.
-        let bad = vec![vec![r(
+        let bad = [vec![r(
             1 << 16,
             frame.len() as u32,
             4000,
             RecordCodec::Zstd,
         )]];
-        assert!(
-            records_baseline(&src, &|_, _| {}, &bad, &[], 2, Duration::from_millis(1)).is_err()
-        );
+        let w = Walk {
+            batches: &bad,
+            ..walk(false, true)
+        };
+        assert!(records_baseline(&src, &|_, _| {}, &w, &[], 2, ms).is_err());
         // Both copies copy.
         let mut a = vec![0u8; 200];
         copy_lines(&src[..200], &mut a);

@@ -146,7 +146,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
     let baseline = (args.mode != BenchMode::Get
         && !remote
         && (store.codec() != Codec::Raw || (!args.direct && !args.cold)))
-        .then(|| records_baseline(&store, args, readers.min(cores()), min_time))
+        .then(|| records_baseline(&store, &table, args, readers.min(cores()), min_time))
         .transpose()?;
     // zring's figures stand without fio's: a failed fio run is reported, not fatal.
     let fio = args.compare.map(|CompareWith::Fio| {
@@ -242,11 +242,17 @@ fn fio_job(store: &Store, table: &Table, args: &BenchArgs, readers: usize) -> Fi
     }
 }
 
-/// The baseline: the records of the first timed batches of job 0 (64 batches, in the
-/// sampler's order, as the gathers read them) copied or decoded out of a mapping of
-/// the store file, on `threads` threads ([`measure::records_baseline`]).
+/// Logical bytes of records the warm baseline goes round (see [`records_baseline`]).
+const BASELINE_BYTES: u64 = 256 << 20;
+/// At most this many records (24 bytes each in memory).
+const BASELINE_RECORDS: usize = 1 << 20;
+
+/// The baseline ([`measure::records_baseline`]): the gathers' batches (job 0's
+/// sampler from the first timed step) copied or decoded out of a mapping of the
+/// store file, on `threads` threads.
 fn records_baseline(
     store: &Store,
+    table: &Table,
     args: &BenchArgs,
     threads: usize,
     min_time: Duration,
@@ -255,25 +261,37 @@ fn records_baseline(
         .map_err(|e| CliError::io(store.path(), "opening the store", e))?;
     let map = zring_platform::Mapping::new(&file)
         .map_err(|e| CliError::io(store.path(), "mapping the store", e))?;
+    // The gathers' batches from their first timed step: after a cold or O_DIRECT run
+    // a few dozen (brought into the page cache untimed); warm, as many as hold
+    // BASELINE_BYTES of records (several times any CPU cache: a few dozen batches of
+    // small records would stay in cache and overstate the limit), or BASELINE_RECORDS.
+    let cold = args.direct || args.cold;
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
-    let mut batches = Vec::new();
-    for step in args.warmup..args.warmup + 64 {
-        let mut batch = Vec::new();
+    let (mut batches, mut bytes, mut records) = (Vec::new(), 0u64, 0usize);
+    let mut step = args.warmup;
+    while batches.len() < 64 || (!cold && bytes < BASELINE_BYTES && records < BASELINE_RECORDS) {
+        let mut batch = Vec::with_capacity(args.batch);
         for i in sampler.batch(step) {
-            let e = store.entry(i)?;
-            batch.push(measure::Rec {
-                offset: e.offset,
-                stored: e.stored_len,
-                logical: e.logical_len,
-                codec: e.codec,
-            });
+            let r = table.rec(i).ok_or_else(|| {
+                CliError::new(format!("the sampler drew record {i}, past the table"))
+            })?;
+            bytes += u64::from(r.logical);
+            batch.push(r);
         }
+        records += batch.len();
         batches.push(batch);
+        step += 1;
     }
+    let walk = measure::Walk {
+        batches: &batches,
+        warm_all: cold,
+        compressed: store.codec() != Codec::Raw,
+        dictionary: store.codec() == Codec::ZstdDict,
+    };
     measure::records_baseline(
         map.bytes(),
         &|offset, len| map.prefetch(offset, len),
-        &batches,
+        &walk,
         store.dictionary(),
         threads,
         min_time,

@@ -8,7 +8,7 @@ use zring_engine::Backend;
 
 use super::args::{BenchArgs, BenchMode};
 use super::fio::{fio_ran, FioOutcome, FioWrite};
-use super::measure::{exceeds, Baseline, ColdBy, Copy, NOISE_MARGIN};
+use super::measure::{busier_during_baseline, exceeds, Baseline, ColdBy, Copy, NOISE_MARGIN};
 use super::synth::WriteReport;
 use super::types::RunResult;
 use crate::output::{bytes, count, rate, MIB};
@@ -134,6 +134,7 @@ impl Report<'_> {
         };
         let mib = b.bytes_per_s / MIB;
         let ratio = gather / mib.max(1e-12);
+        let busier = busier_during_baseline(self.result.others_cores, b.others_cores);
         let mut v = json!({
             "what": baseline_what(&b),
             "threads": b.threads,
@@ -144,7 +145,11 @@ impl Report<'_> {
             "mib_per_s": mib,
             "gather_vs_baseline": ratio,
             "noise_margin": NOISE_MARGIN,
-            "exceeded": exceeds(ratio),
+            "others_cores_busy": b.others_cores,
+            "busier_during_baseline": busier,
+            // Exceeded on a machine no busier than during the gathers: the baseline
+            // is wrong (on a busier one the figure says nothing).
+            "exceeded": exceeds(ratio) && !busier,
             "copy": null,
             "decode_limit_mib_per_s": null,
         });
@@ -598,7 +603,13 @@ fn baseline_lines(rep: &Report<'_>, line: &mut impl FnMut(String)) {
              below 1: the engine's overhead, checksums included)"
         ));
     }
-    if let Some(l) = exceeded_line(ratio) {
+    if busier_during_baseline(rep.result.others_cores, b.others_cores) {
+        line(format!(
+            "          note: other processes kept {:.2} cores busy during the baseline, more than \
+             during the {what}s: the ratio is not comparable; rerun when the machine is idle",
+            b.others_cores.unwrap_or(0.0)
+        ));
+    } else if let Some(l) = exceeded_line(ratio) {
         line(l);
     }
 }

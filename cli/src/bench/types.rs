@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use zring_engine::{Backend, ReadOptions, Store};
+use zring_engine::{Backend, ReadOptions, RecordCodec, Store};
 
 use super::histogram::Histogram;
 use super::series::Series;
@@ -76,6 +76,8 @@ impl RunResult {
 pub(crate) struct Table {
     pub(crate) offset: Vec<u64>,
     pub(crate) stored_len: Vec<u32>,
+    pub(crate) logical_len: Vec<u32>,
+    pub(crate) codec: Vec<RecordCodec>,
     pub(crate) max_logical: usize,
 }
 
@@ -85,15 +87,30 @@ impl Table {
         let mut t = Self {
             offset: Vec::with_capacity(n),
             stored_len: Vec::with_capacity(n),
+            logical_len: Vec::with_capacity(n),
+            codec: Vec::with_capacity(n),
             max_logical: 0,
         };
         for i in 0..store.len() {
             let e = store.entry(i)?;
             t.offset.push(e.offset);
             t.stored_len.push(e.stored_len);
+            t.logical_len.push(e.logical_len);
+            t.codec.push(e.codec);
             t.max_logical = t.max_logical.max(e.logical_len as usize);
         }
         Ok(t)
+    }
+
+    /// Record `i` as the baseline takes it.
+    pub(crate) fn rec(&self, i: u64) -> Option<super::measure::Rec> {
+        let i = usize::try_from(i).ok()?;
+        Some(super::measure::Rec {
+            offset: *self.offset.get(i)?,
+            stored: *self.stored_len.get(i)?,
+            logical: *self.logical_len.get(i)?,
+            codec: *self.codec.get(i)?,
+        })
     }
 
     /// Stored bytes of the records at `indices`: what a read path moves from the file.
