@@ -1,0 +1,121 @@
+//! W13: JPEG decode + RandomResizedCrop 224 + flip on all cores, against the
+//! decoder's own single-thread speed times the cores, in the same run.
+//!
+//! ```text
+//! cargo run --release -p zring-image --example w13 -- [images] [threads]
+//! ```
+//!
+//! The images are 500x375 JPEGs (quality 90) of smooth gradients, edges and
+//! noise, about the size of an ImageNet photograph's JPEG.
+
+use std::io::Cursor;
+use std::time::Instant;
+
+use image::{DynamicImage, ImageFormat, RgbImage};
+use zring_image::{Crop, ImageDecoder, ImageSpec};
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>());
+    let n = args.next().transpose()?.unwrap_or(400);
+    let threads = args
+        .next()
+        .transpose()?
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |p| p.get()));
+    let images: Vec<Vec<u8>> = (0..n as u32).map(photo).collect::<Result<_, _>>()?;
+    let mean_kib = images.iter().map(Vec::len).sum::<usize>() as f64 / n as f64 / 1024.0;
+    println!("W13: {n} JPEGs of 500x375, mean {mean_kib:.0} KiB; {threads} threads");
+
+    let spec = ImageSpec {
+        crop: Crop::random_resized(),
+        flip: true,
+        ..ImageSpec::new(224, 224)
+    };
+    // Alternating rounds, medians: other work on the machine hits both sides.
+    let (mut ones, mut alls) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        ones.push(decoder_alone(&images)?);
+        alls.push(decode_all(&images, &spec, threads)?);
+    }
+    let (one, all) = (median(&mut ones), median(&mut alls));
+    println!("decoder alone, 1 thread:                 {one:>8.0} images/s");
+    println!(
+        "decode + crop 224 + flip, {threads} threads:     {all:>8.0} images/s = {:.2}x the decoder x {threads}",
+        all / (one * threads as f64)
+    );
+    Ok(())
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The limit: the decoder alone, full size, one thread (images/s).
+fn decoder_alone(images: &[Vec<u8>]) -> Result<f64, Box<dyn std::error::Error>> {
+    let n = images.len();
+    let start = Instant::now();
+    for bytes in images {
+        let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+        let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes.as_slice()), options);
+        std::hint::black_box(d.decode()?);
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// zring's decode, crop and flip on `threads` threads (images/s).
+fn decode_all(
+    images: &[Vec<u8>],
+    spec: &ImageSpec,
+    threads: usize,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    std::thread::scope(|s| -> Result<(), zring_image::ImageError> {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let spec = spec.clone();
+                s.spawn(move || -> Result<(), zring_image::ImageError> {
+                    let mut decoder = ImageDecoder::new(spec)
+                        .map_err(|problem| zring_image::ImageError { record: 0, problem })?;
+                    let mut out = vec![0u8; decoder.spec().out_bytes()];
+                    for (i, bytes) in images.iter().enumerate().skip(t).step_by(threads) {
+                        decoder.decode_into(bytes, 0, i as u64, &mut out)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().expect("worker")?;
+        }
+        Ok(())
+    })?;
+    Ok(images.len() as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Image `i`: gradients, a few flat objects, and pixel noise (what keeps a real
+/// photograph's JPEG around 100 KiB).
+fn photo(i: u32) -> Result<Vec<u8>, image::ImageError> {
+    let mut state = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut noise = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % 48) as i32 - 24
+    };
+    let img = RgbImage::from_fn(500, 375, |x, y| {
+        let object = ((x / 60 + y / 45 + i) % 5 == 0) as i32 * 60;
+        let base = [
+            (x * 200 / 500) as i32 + object,
+            (y * 200 / 375) as i32,
+            ((x + y + i * 7) % 256) as i32 / 2 + object,
+        ];
+        image::Rgb(base.map(|c| (c + noise()).clamp(0, 255) as u8))
+    });
+    let mut out = Cursor::new(Vec::new());
+    DynamicImage::ImageRgb8(img).write_to(&mut out, ImageFormat::Jpeg)?;
+    Ok(out.into_inner())
+}
