@@ -140,8 +140,8 @@ pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;
 pub use options::{Delivery, LoaderOptions, Lookahead};
 pub use pack::{
-    assemble, PackError, PackPlan, PackState, PackStrategy, PackedBatch, PackedReader, Packer,
-    Piece, Token,
+    assemble, PackError, PackPlan, PackState, PackStrategy, PackedBatch, PackedLoader,
+    PackedReader, Packer, Piece, Token,
 };
 pub use recycle::PooledVec;
 pub use schedule::Schedule;

@@ -138,3 +138,29 @@ fn stores_that_are_not_tokens_of_the_readers_type_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn the_prefetching_loader_delivers_the_readers_batches_and_the_delivered_state() {
+    use zring_loader::PackedLoader;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, _) = w3_store(dir.path(), "a.zr", 400, 9);
+    let mixture = Mixture::new(&[400], &[1.0], Mode::Cyclic, 1).expect("mixture");
+    let packer = Packer::new(512, 2, PackStrategy::FirstFit).expect("packer");
+    let source = || -> Vec<Arc<dyn Records>> { vec![Arc::new(a.clone())] };
+    let mut reader =
+        PackedReader::new(source(), mixture.clone(), packer.clone(), 0i32).expect("reader");
+    let mut expected = Vec::new();
+    for _ in 0..10 {
+        let batch = reader.next_batch().expect("batch");
+        expected.push((batch, reader.state().clone()));
+    }
+    let reader = PackedReader::new(source(), mixture, packer, 0i32).expect("reader");
+    let mut loader = PackedLoader::new(reader, 4).expect("loader");
+    for (batch, state) in &expected {
+        assert_eq!(&loader.next().expect("endless").expect("batch"), batch);
+        // The state is the delivered batch's, however far ahead the thread is.
+        assert_eq!(loader.state(), state);
+    }
+    // Dropping it mid-stream stops and joins the thread.
+    drop(loader);
+}

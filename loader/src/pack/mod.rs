@@ -7,6 +7,8 @@
 //!   stream positions fill each row of the next batch: a [`PackPlan`] of
 //!   [`Piece`]s. It reads no data, and its whole state is a small
 //!   [`PackState`] value, so a run resumes exactly mid-row from a checkpoint.
+//! - [`PackedReader`] (`reader`) reads a mixture of ragged token stores batch by
+//!   batch, and [`PackedLoader`] (`prefetch`) makes its batches ahead on a thread.
 //! - [`assemble`] (`assemble`) turns a plan and the ragged gather of its
 //!   positions (values and `cu_seqlens`, as the engine returns them) into a
 //!   [`PackedBatch`]: `tokens`, `position_ids`, `cu_seqlens` and `max_seqlen`.
@@ -33,6 +35,7 @@
 
 mod assemble;
 mod plan;
+mod prefetch;
 mod reader;
 
 use std::fmt;
@@ -42,6 +45,7 @@ use zring_sampler::SamplerError;
 
 pub use assemble::{assemble, PackedBatch};
 pub use plan::{PackPlan, Packer, Piece};
+pub use prefetch::PackedLoader;
 pub use reader::{PackedReader, Token};
 
 /// How rows are filled; see the [module docs](self).
@@ -154,6 +158,11 @@ pub enum PackError {
     Mixture(SamplerError),
     /// Reading the sequences failed.
     Read(EngineError),
+    /// The thread that makes packed batches could not be started.
+    Spawn(std::io::Error),
+    /// The thread that made packed batches ended without delivering an error (it
+    /// panicked).
+    Stopped,
     /// Looking up a sequence's length failed.
     Length {
         /// The stream position asked about.
@@ -221,6 +230,8 @@ impl fmt::Display for PackError {
             ),
             Self::Mixture(e) => write!(f, "the mixture failed: {e}"),
             Self::Read(e) => write!(f, "reading the sequences to pack failed: {e}"),
+            Self::Spawn(e) => write!(f, "cannot start the packing thread: {e}"),
+            Self::Stopped => write!(f, "the packing thread stopped unexpectedly"),
             Self::Length { position, source } => write!(
                 f,
                 "could not read the length of the sequence at stream position {position}: {source}"
@@ -247,6 +258,7 @@ impl std::error::Error for PackError {
             Self::Length { source, .. } => Some(source.as_ref()),
             Self::Mixture(e) => Some(e),
             Self::Read(e) => Some(e),
+            Self::Spawn(e) => Some(e),
             _ => None,
         }
     }
