@@ -49,6 +49,21 @@ pub enum ArgumentError {
         value: String,
         expected: &'static str,
     },
+    /// A read setting (named as Python's keyword arguments and the CLI's `--read`
+    /// name it: `queue_depth`, `remote.in_flight`, ...) has a value zring does not
+    /// take; see [`ReadOptions::set`](crate::ReadOptions::set).
+    #[error("read setting {key}={value:?}: expected {expected}")]
+    Setting {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
+    /// No read setting has this name.
+    #[error("no read setting {key:?} (settings: {known})")]
+    UnknownSetting { key: String, known: &'static str },
+    /// Serialised read settings that do not parse.
+    #[error("read settings JSON: {reason}")]
+    SettingsJson { reason: String },
     /// O_DIRECT was asked for together with the mmap backend.
     #[error(
         "{}: O_DIRECT reads need the pread or uring backend, not mmap",

@@ -27,7 +27,10 @@ use std::str::FromStr;
 /// Only `Mmap` maps the store file. A file truncated under an open store raises
 /// SIGBUS on the next read of a lost page with `Mmap` (as with NumPy's memmap); the
 /// others return [`Error::FileChanged`](crate::Error::FileChanged).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     #[default]
     Auto,

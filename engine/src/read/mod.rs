@@ -17,6 +17,7 @@
 //! - `gather`: a store's dense, ragged and single-record reads;
 //! - `verify`: checking every record;
 //! - `remote`: stores in object storage, opened and read through `crate::remote`;
+//! - `options`: [`ReadOptions`], and the one rule set that parses and checks them;
 //! - `netfs`: whether a file is on a network file system (`Auto` then never maps it).
 
 mod backend;
@@ -26,6 +27,7 @@ mod gather;
 mod layout;
 mod meta;
 mod netfs;
+mod options;
 pub(crate) mod plan;
 #[cfg(feature = "remote")]
 mod remote;
@@ -45,6 +47,7 @@ use crate::schema::{Layout, StoreSchema};
 
 pub use backend::{Backend, ParseBackendError};
 pub use gather::{RaggedBatch, RaggedLayout};
+pub use options::ReadOptions;
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
@@ -55,70 +58,6 @@ pub(crate) use layout::{check_footer, check_schema, decode_footer, decode_superb
 use layout::{outside_data_region, TableScan};
 pub(crate) use meta::Meta;
 pub(crate) use source::Source;
-
-/// How a store is read.
-#[derive(Clone, Debug)]
-pub struct ReadOptions {
-    /// Which system interface moves record bytes (see [`Backend`]).
-    pub backend: Backend,
-    /// Check every record's checksum on every read (on by default; one XXH3 pass
-    /// over each record's stored bytes while they are in cache). `verify()` always
-    /// checks.
-    pub verify_checksums: bool,
-    /// Threads per gather, counting the caller: 0 means the caller plus every pool
-    /// worker (one per core); 1 means the caller alone.
-    pub threads: usize,
-    /// Reads each thread keeps in flight with the `uring` backend (1..=256).
-    pub queue_depth: usize,
-    /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
-    /// benchmarks). Needs a file system that supports it; not with `mmap`.
-    pub direct: bool,
-    /// The worker pool gathers, verifies and async reads run on: the process-wide
-    /// pool by default, or one of the caller's (a loader or a service sizing its
-    /// own threads; see [`ReadOptions::with_pool`]).
-    pub pool: PoolHandle,
-    /// How stores at URLs are read (coalescing, concurrency, retries, timeouts, the
-    /// local cache); see docs/remote.md. Ignored for local paths.
-    pub remote: crate::remote::RemoteOptions,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        Self {
-            backend: Backend::Auto,
-            verify_checksums: true,
-            threads: 0,
-            queue_depth: 64,
-            direct: false,
-            pool: PoolHandle::global(),
-            remote: crate::remote::RemoteOptions::default(),
-        }
-    }
-}
-
-impl ReadOptions {
-    /// Default options with `backend`.
-    pub fn with_backend(backend: Backend) -> Self {
-        Self {
-            backend,
-            ..Self::default()
-        }
-    }
-
-    /// These options with the reads run on `pool` (with `threads` 0, a gather uses
-    /// the caller and every worker of `pool`).
-    pub fn with_pool(mut self, pool: impl Into<PoolHandle>) -> Self {
-        self.pool = pool.into();
-        self
-    }
-
-    /// These options with checksum verification on reads turned on (the default) or
-    /// off.
-    pub fn verify_checksums(mut self, on: bool) -> Self {
-        self.verify_checksums = on;
-        self
-    }
-}
 
 /// Summary figures of a store, from its table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

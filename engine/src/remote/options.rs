@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// The environment variable naming a cache directory used when none is configured.
 pub const CACHE_DIR_ENV: &str = "ZRING_CACHE_DIR";
 /// The environment variable bounding that cache (bytes; `K`, `M`, `G`, `T` suffixes
@@ -15,7 +17,8 @@ pub const CACHE_BYTES_ENV: &str = "ZRING_CACHE_BYTES";
 /// read (the `remote` field of `ReadOptions`; ignored for local paths).
 /// Credentials, region and endpoint come from each cloud's standard environment
 /// (see docs/remote.md); [`RemoteOptions::config`] overrides them per store.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RemoteOptions {
     /// Records of a batch lying within this many bytes of each other in the object
     /// are fetched by one ranged GET (the bytes between are fetched and dropped).
@@ -75,7 +78,8 @@ impl Default for RemoteOptions {
 
 /// A local cache of remote objects' bytes (for example on NVMe), shared by every
 /// store and process that names the same directory. See docs/remote.md#the-cache.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CacheOptions {
     /// The cache directory (created if missing).
     pub dir: PathBuf,
@@ -93,7 +97,8 @@ pub struct CacheOptions {
 /// When a cache keeps whole objects (see docs/remote.md#whole-objects): a store
 /// cached whole is opened as a local store on its cache file, so a warm cache reads
 /// at local speed, with every local backend.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WholeObjects {
     /// Objects of at most half the cache's bound are cached whole; larger ones in
     /// chunks.
