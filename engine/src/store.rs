@@ -47,6 +47,7 @@ impl Store {
     /// A path that is an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL
     /// opens the object there (with the `remote` feature; see docs/remote.md).
     pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Self> {
+        opts.validate()?;
         if let Some(url) = crate::remote::url_of(path.as_ref()) {
             return Self::open_url(url, &opts);
         }
@@ -95,6 +96,7 @@ impl Store {
     #[cfg(feature = "remote")]
     pub fn open_at(conn: crate::remote::Connector, opts: &ReadOptions) -> Result<Self> {
         use crate::remote::WholeObjects;
+        opts.validate()?;
         if let Some(cache) = opts.remote.effective_cache()? {
             if cache.whole != WholeObjects::Never {
                 // The entry is named by the URL in the messages of its reads.

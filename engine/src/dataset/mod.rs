@@ -104,6 +104,7 @@ pub fn is_dataset(path: &Path) -> bool {
 
 /// The location of a dataset at `dir`: a local directory, or a URL prefix.
 fn location_of(dir: &Path, opts: &ReadOptions) -> Result<Arc<dyn Location>> {
+    opts.validate()?;
     if let Some(url) = crate::remote::url_of(dir) {
         #[cfg(feature = "remote")]
         return Ok(Arc::new(crate::remote::ObjectDir::new(url, &opts.remote)?));
@@ -135,6 +136,7 @@ impl Dataset {
         version: Option<u64>,
         opts: ReadOptions,
     ) -> Result<Self> {
+        opts.validate()?;
         let bad = |problem: ManifestProblem| Error::manifest(location.describe(), problem);
         let manifest = match version {
             None => location::read_current(location.as_ref())?,
