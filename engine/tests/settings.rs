@@ -1,0 +1,108 @@
+//! Read settings: one rule set. A bad value built into a `ReadOptions` in Rust is
+//! refused by every open with the typed error and the message that the same value
+//! gets as text (`ReadOptions::set`, which Python's keyword arguments and the CLI's
+//! `--read` go through); cli/tests/cli_settings.rs and
+//! python/tests/test_settings.py hold the same table.
+
+use zring_engine::dataset::Dataset;
+use zring_engine::{ArgumentError, Backend, Error, ReadOptions, Store};
+
+/// Bad settings, each as a struct built in Rust and as `(key, text)`, with the
+/// expectation in the message.
+fn bad() -> Vec<(ReadOptions, &'static str, &'static str, &'static str)> {
+    let mut in_flight_0 = ReadOptions::default();
+    in_flight_0.remote.in_flight = 0;
+    let mut in_flight_big = ReadOptions::default();
+    in_flight_big.remote.in_flight = 100_000;
+    vec![
+        (
+            ReadOptions {
+                queue_depth: 0,
+                ..ReadOptions::default()
+            },
+            "queue_depth",
+            "0",
+            "a whole number from 1 to 256",
+        ),
+        (
+            in_flight_0,
+            "remote.in_flight",
+            "0",
+            "a whole number from 1 to 1024",
+        ),
+        (
+            in_flight_big,
+            "remote.in_flight",
+            "100000",
+            "a whole number from 1 to 1024",
+        ),
+    ]
+}
+
+/// Bad settings that only text can hold (a Rust value of the field's type cannot
+/// be wrong this way).
+const BAD_TEXT: [(&str, &str, &str); 3] = [
+    ("backend", "disk", "auto, pread, mmap or uring"),
+    (
+        "remote.cache_bytes",
+        "-5",
+        "a byte count (e.g. 65536, 64K, 2G)",
+    ),
+    (
+        "threads",
+        "-1",
+        "a whole number of threads (0: the caller and every pool worker)",
+    ),
+];
+
+fn message(key: &str, value: &str, expected: &str) -> String {
+    format!("invalid argument: read setting {key}={value:?}: expected {expected}")
+}
+
+fn assert_setting(e: Error, key: &str, value: &str, expected: &str) {
+    assert_eq!(e.to_string(), message(key, value, expected));
+    match e {
+        Error::InvalidArgument(ArgumentError::Setting {
+            key: k, value: v, ..
+        }) => assert_eq!((k.as_str(), v.as_str()), (key, value)),
+        other => panic!("expected ArgumentError::Setting, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_settings_built_in_rust_fail_every_open_with_the_typed_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.zr");
+    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
+    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
+    w.append_dense(&[7u8; 32]).expect("append");
+    w.close().expect("close");
+    for (opts, key, value, expected) in bad() {
+        let e = Store::open(&path, opts.clone()).map(|_| ()).expect_err(key);
+        assert_setting(e, key, value, expected);
+        let e = Dataset::open(dir.path(), opts).map(|_| ()).expect_err(key);
+        assert_setting(e, key, value, expected);
+        let e = ReadOptions::from_pairs([(key, value)]).expect_err(key);
+        assert_setting(e, key, value, expected);
+    }
+    for (key, value, expected) in BAD_TEXT {
+        let e = ReadOptions::from_pairs([(key, value)]).expect_err(key);
+        assert_setting(e, key, value, expected);
+    }
+    // The store opens with the boundary values.
+    let mut edge = ReadOptions::with_backend(Backend::Uring);
+    edge.queue_depth = 256;
+    edge.remote.in_flight = 1024;
+    Store::open(&path, edge).expect("valid at the bounds");
+}
+
+#[test]
+fn an_unknown_setting_names_the_known_ones() {
+    match ReadOptions::from_pairs([("in_flight", "4")]) {
+        Err(Error::InvalidArgument(ArgumentError::UnknownSetting { key, known })) => {
+            assert_eq!(key, "in_flight");
+            assert!(known.contains("remote.in_flight"), "{known}");
+        }
+        other => panic!("expected UnknownSetting, got {other:?}"),
+    }
+}
