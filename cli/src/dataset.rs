@@ -108,8 +108,8 @@ pub fn render(v: &Value) -> String {
 }
 
 /// `zring info` on a dataset.
-pub fn info(path: &Path, as_json: bool) -> CliResult {
-    let ds = Dataset::open(path, ReadOptions::default())?;
+pub fn info(path: &Path, as_json: bool, opts: ReadOptions) -> CliResult {
+    let ds = Dataset::open(path, opts)?;
     let v = describe(&ds)?;
     let text = if as_json {
         format!("{v:#}\n")
@@ -121,9 +121,9 @@ pub fn info(path: &Path, as_json: bool) -> CliResult {
 
 /// `zring verify` on a dataset: opening checks the manifest's checksum and every
 /// store against it; then every record of every store is checked.
-pub fn verify(path: &Path) -> CliResult {
+pub fn verify(path: &Path, opts: ReadOptions) -> CliResult {
     let started = Instant::now();
-    let ds = Dataset::open(path, ReadOptions::default())?;
+    let ds = Dataset::open(path, opts)?;
     let bar = progress::bar(ds.len(), "verify", Unit::Records);
     let mut logical = 0u64;
     for s in 0..ds.shards() {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::{json, Value};
-use zring_engine::{Codec, Layout, ReadOptions, Store};
+use zring_engine::{Codec, Layout, Store};
 
 use super::output::{self, bytes, count};
 use super::{CliError, CliResult};
@@ -16,14 +16,17 @@ pub struct InfoArgs {
     /// Print one machine-readable JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub read: super::settings::ReadArgs,
 }
 
 /// Runs `zring info`.
 pub fn run(args: &InfoArgs) -> CliResult {
+    let opts = args.read.options()?;
     if zring_engine::dataset::is_dataset(&args.store) {
-        return super::dataset::info(&args.store, args.json);
+        return super::dataset::info(&args.store, args.json, opts);
     }
-    let store = Store::open(&args.store, ReadOptions::default())?;
+    let store = Store::open(&args.store, opts)?;
     let info = describe(&store)?;
     let text = if args.json {
         format!("{info:#}\n")

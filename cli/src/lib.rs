@@ -26,6 +26,7 @@ pub mod npy;
 mod output;
 mod pack;
 mod progress;
+mod settings;
 mod train_dict;
 mod verify;
 

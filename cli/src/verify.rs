@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use zring_engine::{ReadOptions, Store};
+use zring_engine::Store;
 
 use super::output::{self, bytes, count};
 use super::progress::{self, Unit};
@@ -17,16 +17,19 @@ const CHUNK_BYTES: u64 = 64 << 20;
 pub struct VerifyArgs {
     /// The store (or dataset directory) to check.
     pub store: PathBuf,
+    #[command(flatten)]
+    pub read: super::settings::ReadArgs,
 }
 
 /// Runs `zring verify`: opening checks the superblock, footer, section checksums and
 /// schema; then every record's table entry, checksum and decoded length is checked.
 pub fn run(args: &VerifyArgs) -> CliResult {
+    let opts = args.read.options()?;
     if zring_engine::dataset::is_dataset(&args.store) {
-        return super::dataset::verify(&args.store);
+        return super::dataset::verify(&args.store, opts);
     }
     let started = Instant::now();
-    let store = Store::open(&args.store, ReadOptions::default())?;
+    let store = Store::open(&args.store, opts)?;
     let n = store.len();
     let avg = store.file_bytes() / n.max(1);
     let chunk = (CHUNK_BYTES / avg.max(1)).clamp(256, 1 << 20);
