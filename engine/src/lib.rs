@@ -50,6 +50,7 @@
 
 #![deny(unsafe_code)]
 
+mod concat;
 pub mod dataset;
 mod dict;
 mod dtype;
@@ -66,6 +67,7 @@ mod store;
 mod types;
 mod writer;
 
+pub use concat::Concat;
 pub use dict::{train_dict, train_dict_from_store};
 pub use dtype::DType;
 pub use entry::{Entry, EntryError, RecordCodec};

@@ -114,6 +114,16 @@ pub enum ArgumentError {
     /// A batch's total size does not fit the address space.
     #[error("batch larger than the address space")]
     BatchTooLarge,
+    /// A concatenation of no parts.
+    #[error("a concatenation needs at least one part")]
+    NoParts,
+    /// A part of a concatenation whose records differ from the first part's.
+    #[error("part {part} holds {found} records, the first part {expected}")]
+    PartSchema {
+        part: usize,
+        found: String,
+        expected: String,
+    },
     /// The store would be larger than 2^64 bytes.
     #[error("store larger than 2^64 bytes")]
     StoreTooLarge,
