@@ -196,11 +196,14 @@ impl<T> Loader<T> {
     }
 
     /// The sampler the steps are drawn from (its own step counter is not used).
-    /// For an epoch plan, the stream its positions are read from (batch 1).
-    pub fn sampler(&self) -> &Sampler {
+    /// For an epoch plan, the stream its positions are read from (batch 1); `None`
+    /// for a mixture, which draws from one sampler per source (see
+    /// [`schedule`](Self::schedule)).
+    pub fn sampler(&self) -> Option<&Sampler> {
         match &self.factory.schedule {
-            Schedule::Sampler(s) => s,
-            Schedule::Epochs(p) => p.stream(),
+            Schedule::Sampler(s) => Some(s),
+            Schedule::Epochs(p) => Some(p.stream()),
+            Schedule::Mixture(_) => None,
         }
     }
 

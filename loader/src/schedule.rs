@@ -1,7 +1,7 @@
 //! What a loader's steps are drawn from: an endless [`Sampler`] (a full batch every
 //! step) or an [`EpochPlan`] (epochs with a smaller last step, finite or endless).
 
-use zring_sampler::{EpochPlan, Sampler, SamplerError};
+use zring_sampler::{EpochPlan, MixtureSampler, Sampler, SamplerError};
 
 /// The step schedule of a loader. Both kinds are pure functions of the step
 /// number, so workers make steps independently and `seek` is exact.
@@ -10,10 +10,20 @@ use zring_sampler::{EpochPlan, Sampler, SamplerError};
 /// - [`Schedule::Epochs`]: a step may hold fewer records than the nominal batch
 ///   (an epoch's last step); with `epochs` the schedule is *finite*: the loader
 ///   delivers its steps, then ends (`next()` returns `None`).
+/// - [`Schedule::Mixture`]: full batches of a weighted mixture of sources, forever;
+///   its indices number the sources' records one after another, as an
+///   `engine::Concat` of them does (the views to read them through).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Schedule {
     Sampler(Sampler),
     Epochs(EpochPlan),
+    Mixture(MixtureSampler),
+}
+
+impl From<MixtureSampler> for Schedule {
+    fn from(m: MixtureSampler) -> Self {
+        Schedule::Mixture(m)
+    }
 }
 
 impl From<Sampler> for Schedule {
@@ -34,6 +44,7 @@ impl Schedule {
         match self {
             Schedule::Sampler(s) => s.step(),
             Schedule::Epochs(p) => p.step(),
+            Schedule::Mixture(m) => m.step(),
         }
     }
 
@@ -43,6 +54,7 @@ impl Schedule {
         match self {
             Schedule::Sampler(s) => s.len(),
             Schedule::Epochs(p) => p.len(),
+            Schedule::Mixture(m) => m.len(),
         }
     }
 
@@ -51,6 +63,7 @@ impl Schedule {
         match self {
             Schedule::Sampler(s) => s.batch_size(),
             Schedule::Epochs(p) => p.batch_size(),
+            Schedule::Mixture(m) => m.batch_size(),
         }
     }
 
@@ -59,13 +72,14 @@ impl Schedule {
         match self {
             Schedule::Sampler(s) => vec![s.batch_size()],
             Schedule::Epochs(p) => p.batch_lens(),
+            Schedule::Mixture(m) => vec![m.batch_size()],
         }
     }
 
     /// The step after the last one, `None` if endless.
     pub fn end(&self) -> Option<u64> {
         match self {
-            Schedule::Sampler(_) => None,
+            Schedule::Sampler(_) | Schedule::Mixture(_) => None,
             Schedule::Epochs(p) => p.steps(),
         }
     }
@@ -86,6 +100,10 @@ impl Schedule {
                 let n = p.batch_len(step).ok_or(SamplerError::PastEnd { step })?;
                 out.resize(n, 0);
                 p.fill(step, out)
+            }
+            Schedule::Mixture(m) => {
+                out.resize(m.batch_size(), 0);
+                m.fill(step, out)
             }
         }
     }

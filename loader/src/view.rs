@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::{LoaderError, OptionsError, Result};
 use crate::schedule::Schedule;
 use zring_engine::dataset::DatasetField;
-use zring_engine::{DType, Layout, Records, Store};
+use zring_engine::{Concat, DType, Layout, Records, Store};
 
 /// What a view reads: any [`Records`] (a store, or one field of a dataset), shared.
 pub type Source = Arc<dyn Records>;
@@ -63,6 +63,12 @@ impl From<Store> for View {
 impl From<&Store> for View {
     fn from(store: &Store) -> Self {
         View::new(store.clone())
+    }
+}
+
+impl From<Concat> for View {
+    fn from(records: Concat) -> Self {
+        View::new(records)
     }
 }
 

@@ -59,7 +59,7 @@ pub struct Pick {
 /// the pattern) restarts there. The new mixture answers positions from `at`
 /// on.
 ///
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Mixture {
     weights: Vec<f64>,
     samplers: Vec<Sampler>,
@@ -236,6 +236,131 @@ impl Mixture {
                 position,
                 start: self.start,
             })
+    }
+}
+
+/// Weights compare by their bits, so that a mixture (and a loader's schedule
+/// holding one) is `Eq`; everything else derives from the compared fields.
+impl PartialEq for Mixture {
+    fn eq(&self, other: &Self) -> bool {
+        self.weights.len() == other.weights.len()
+            && self
+                .weights
+                .iter()
+                .zip(&other.weights)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+            && self.samplers == other.samplers
+            && self.quotas == other.quotas
+            && self.start == other.start
+            && self.base == other.base
+    }
+}
+
+impl Eq for Mixture {}
+
+/// Global batches of a [`Mixture`] over the concatenation of its sources: the
+/// record of source `s` at index `r` is index `start_s + r`, where `start_s` is the
+/// sum of the earlier sources' lengths (how a concatenation of the sources numbers
+/// them). Steps, batches and sharding work as a [`Sampler`]'s: global batch `t` is
+/// positions `[t B, (t + 1) B)`, and rank `r` of `world` takes the `r`-th slice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MixtureSampler {
+    mixture: Mixture,
+    starts: Vec<u64>,
+    batch: usize,
+    rank: usize,
+    world: usize,
+    step: u64,
+}
+
+impl MixtureSampler {
+    /// Global batches of `batch` positions of `mixture`, unsharded, at step 0.
+    pub fn new(mixture: Mixture, batch: usize) -> Result<Self, SamplerError> {
+        if batch == 0 {
+            return Err(SamplerError::ZeroBatch);
+        }
+        let mut starts = Vec::with_capacity(mixture.len());
+        let mut total = 0u64;
+        for s in 0..mixture.len() {
+            starts.push(total);
+            total = total.saturating_add(mixture.source_len(s));
+        }
+        Ok(Self {
+            mixture,
+            starts,
+            batch,
+            rank: 0,
+            world: 1,
+            step: 0,
+        })
+    }
+
+    /// The same stream restricted to `rank`'s slice of every global batch (as
+    /// [`Sampler::shard`]).
+    pub fn shard(self, rank: usize, world: usize) -> Result<Self, SamplerError> {
+        if world == 0 {
+            return Err(SamplerError::ZeroWorld);
+        }
+        if rank >= world {
+            return Err(SamplerError::RankOutOfRange { rank, world });
+        }
+        if self.batch % world != 0 {
+            return Err(SamplerError::BatchNotDivisible {
+                batch: self.batch,
+                world,
+            });
+        }
+        Ok(Self {
+            rank,
+            world,
+            ..self
+        })
+    }
+
+    /// Writes this rank's indices (into the concatenation) of global batch `step`.
+    pub fn fill(&self, step: u64, out: &mut [u64]) -> Result<(), SamplerError> {
+        let local = self.batch / self.world;
+        if out.len() != local {
+            return Err(SamplerError::OutLength {
+                expected: local,
+                actual: out.len(),
+            });
+        }
+        let p0 = step
+            .checked_mul(self.batch as u64)
+            .and_then(|p| p.checked_add((self.rank * local) as u64))
+            .ok_or(SamplerError::PastEnd { step })?;
+        for (k, slot) in out.iter_mut().enumerate() {
+            let pick = self.mixture.pick(p0 + k as u64)?;
+            *slot = self.starts[pick.source] + pick.record;
+        }
+        Ok(())
+    }
+
+    /// The records of all sources together.
+    #[allow(clippy::len_without_is_empty)] // sources are never empty
+    pub fn len(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0) + self.mixture.source_len(self.mixture.len() - 1)
+    }
+
+    /// Indices per `fill` on this rank.
+    pub fn batch_size(&self) -> usize {
+        self.batch / self.world
+    }
+
+    /// The step counter (where a loader starts).
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Moves the step counter.
+    pub fn seek(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// The mixture.
+    pub fn mixture(&self) -> &Mixture {
+        &self.mixture
     }
 }
 

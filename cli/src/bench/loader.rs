@@ -53,7 +53,7 @@ pub(crate) fn check(store: &Store, source: &Source<'_>, args: &BenchArgs) -> Cli
     let mut l = loader(store, args)?;
     let batch = next(&mut l)?;
     let tensor = shard(&batch)?;
-    let indices = l.sampler().batch(0);
+    let indices = l.schedule().indices(0);
     for (k, &i) in indices.iter().enumerate() {
         if tensor.record(k) != Some(source.record(i)?.as_slice()) {
             return Err(differs(k, i));
@@ -106,10 +106,10 @@ pub(crate) fn run(store: &Store, table: &Table, args: &BenchArgs) -> CliResult<R
     };
     l.close();
     bar.finish_and_clear();
-    let sampler = l.sampler().clone();
+    let schedule = l.schedule().clone();
     let mut indices = vec![0u64; args.batch];
     for (k, &(at, records, logical)) in sizes.iter().enumerate() {
-        sampler.fill(first + k as u64, &mut indices)?;
+        schedule.fill(first + k as u64, &mut indices)?;
         let physical = table.physical(&indices);
         r.physical_bytes += physical;
         r.series.record(at, records, logical, physical);
