@@ -297,7 +297,18 @@ pub fn run(job: FioJob) -> Result<FioOutcome, CliError> {
         ));
     };
     let args = job.args();
-    let result = execute(&fio, &args, |text, command| parse(text, job, command))?;
+    let result = match execute(&fio, &args, |text, command| {
+        parse(text, job.clone(), command)
+    }) {
+        Ok(r) => r,
+        // Registering buffers can be refused (RLIMIT_MEMLOCK on older kernels), as
+        // zring's rings then read unregistered: so does fio.
+        Err(_) if args.len() > job.common_args().len() => {
+            let args = job.common_args();
+            execute(&fio, &args, |text, command| parse(text, job, command))?
+        }
+        Err(e) => return Err(e),
+    };
     Ok(FioOutcome::Ran(Box::new(result)))
 }
 
