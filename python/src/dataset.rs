@@ -19,7 +19,7 @@ use crate::errors;
 use crate::index::{self, Selection};
 use crate::interrupt;
 use crate::ragged::{ragged_batch, LAYOUT_ON_A_THREAD};
-use crate::store::{read_options, remote_options, ReadError};
+use crate::store::ReadError;
 
 /// An open dataset at one manifest version.
 #[pyclass(frozen, module = "zring._zring", name = "_Dataset", subclass)]
@@ -189,19 +189,14 @@ fn gather_into(
 #[pymethods]
 impl PyDataset {
     #[new]
-    #[pyo3(signature = (path, *, version = None, backend = "auto", verify_checksums = true, threads = 0, remote = None))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, *, version = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, remote=None, _settings=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         version: Option<u64>,
-        backend: &str,
-        verify_checksums: bool,
-        threads: usize,
-        remote: Option<&Bound<'_, PyAny>>,
+        settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let mut opts = read_options(backend, verify_checksums, threads)?;
-        opts.remote = remote_options(remote)?;
+        let opts = crate::settings::read_options(py, settings)?;
         let ds = py
             .detach(|| match version {
                 Some(v) => Dataset::open_version(&path, v, opts),
@@ -225,6 +220,13 @@ impl PyDataset {
     #[getter]
     fn version(&self) -> u64 {
         self.ds.version()
+    }
+
+    /// The read settings the dataset was opened with, as the engine serialises them
+    /// (what a pickle carries; `_settings=` opens with them again).
+    #[getter]
+    fn _settings(&self) -> String {
+        self.ds.read_options().to_json()
     }
 
     /// Field names, in manifest order.

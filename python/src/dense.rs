@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use numpy::PyUntypedArray;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PySlice, PyTuple};
+use pyo3::types::{PyDict, PySlice, PyTuple};
 
 use zring_engine::Store;
 
@@ -30,6 +30,11 @@ use crate::store::{check_out, open, StoreBase};
 ///   endpoint, cache; docs/remote.md lists them); `None` takes them from the
 ///   environment.
 ///
+/// The settings are checked by the engine's rules, the ones Rust's `ReadOptions` and
+/// the CLI's `--read KEY=VALUE` follow: a value zring does not take (an unknown
+/// backend, `threads=-1`, `remote={"in_flight": 0}`) raises `InvalidArgumentError`
+/// (a `ValueError`) with the engine's message.
+///
 /// `store[i]` is one record (shape `item_shape`; negative `i` counts from the end),
 /// `store[idx]` a batch `(len(idx), *item_shape)` for a slice, list, integer array
 /// (any shape) or boolean mask; both are NumPy arrays over engine-owned memory
@@ -39,7 +44,7 @@ use crate::store::{check_out, open, StoreBase};
 /// cannot be opened,
 /// `CorruptStoreError` or `UnsupportedFormatError` for a file that is not a valid
 /// store, `SchemaError` for a ragged store (open it with `RaggedStore` or
-/// `zring.open`), `ValueError` for an unknown backend. Reads raise `ZringIndexError`
+/// `zring.open`), `InvalidArgumentError` for a bad setting. Reads raise `ZringIndexError`
 /// for records outside the store and `ClosedError` after `close()`.
 ///
 /// >>> import os, tempfile, numpy as np, zring
@@ -59,24 +64,13 @@ pub struct DenseStore {
 #[pymethods]
 impl DenseStore {
     #[new]
-    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
+    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        backend: &str,
-        verify_checksums: bool,
-        threads: usize,
-        remote: Option<&Bound<'_, PyAny>>,
+        settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let base = open(
-            py,
-            path,
-            backend,
-            verify_checksums,
-            threads,
-            remote,
-            Some(false),
-        )?;
+        let base = open(py, path, settings, Some(false))?;
         Ok(dense_init(base))
     }
 

@@ -43,6 +43,7 @@ mod open;
 mod pin;
 mod ragged;
 mod sampler;
+mod settings;
 mod store;
 mod testing;
 mod writer;

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::dense::dense_init;
 use crate::ragged::ragged_init;
@@ -28,47 +29,31 @@ use crate::store::{open, unpickled, StoreBase};
 /// ...     print(type(store).__name__, store[1], store.codec)
 /// DenseStore 1 zstd
 #[pyfunction]
-#[pyo3(name = "open", signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None))]
+#[pyo3(name = "open", signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
 pub fn open_store(
     py: Python<'_>,
     path: PathBuf,
-    backend: &str,
-    verify_checksums: bool,
-    threads: usize,
-    remote: Option<&Bound<'_, PyAny>>,
+    settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
-    let base = open(py, path, backend, verify_checksums, threads, remote, None)?;
+    let base = open(py, path, settings, None)?;
     typed(py, base)
 }
 
-/// What `pickle` calls to rebuild a store: the same path and options, opened lazily
-/// by the first read in the receiving process, which also checks that the file is
-/// still the one that was pickled (`StoreChangedError` otherwise).
+/// What `pickle` calls to rebuild a store: the same path and read settings (the
+/// engine's JSON), opened lazily by the first read in the receiving process, which
+/// also checks that the file is still the one that was pickled
+/// (`StoreChangedError` otherwise).
 #[pyfunction]
-#[pyo3(name = "_unpickle_store", signature = (path, backend, verify_checksums, threads, identity, schema_json, len, remote = None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(name = "_unpickle_store")]
 pub fn unpickle_store(
     py: Python<'_>,
     path: PathBuf,
-    backend: String,
-    verify_checksums: bool,
-    threads: usize,
+    settings: &str,
     identity: (u64, u64, u64, i128),
     schema_json: &str,
     len: u64,
-    remote: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
-    let base = unpickled(
-        py,
-        path,
-        backend,
-        verify_checksums,
-        threads,
-        identity,
-        schema_json,
-        len,
-        remote,
-    )?;
+    let base = unpickled(py, path, settings, identity, schema_json, len)?;
     typed(py, base)
 }
 

@@ -8,7 +8,7 @@ use numpy::{
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PySlice, PyTuple};
+use pyo3::types::{PyDict, PySlice, PyTuple};
 use zring_engine::{RaggedLayout, Store};
 
 use crate::buffer::{self, array_over};
@@ -46,24 +46,13 @@ pub struct RaggedStore {
 #[pymethods]
 impl RaggedStore {
     #[new]
-    #[pyo3(signature = (path, *, backend = "auto", verify_checksums = true, threads = 0, remote = None), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
+    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        backend: &str,
-        verify_checksums: bool,
-        threads: usize,
-        remote: Option<&Bound<'_, PyAny>>,
+        settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let base = open(
-            py,
-            path,
-            backend,
-            verify_checksums,
-            threads,
-            remote,
-            Some(true),
-        )?;
+        let base = open(py, path, settings, Some(true))?;
         Ok(ragged_init(base))
     }
 

@@ -7,17 +7,14 @@
 //! (`out=`). The layouts' own indexing lives in `dense` and `ragged`.
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PySlice, PyType};
-use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
-use zring_engine::{Backend, DType, Layout, ReadOptions, Store, StoreSchema};
+use zring_engine::{DType, Layout, ReadOptions, Store, StoreSchema};
 
 use crate::buffer::{self, is_writeable};
 use crate::errors;
@@ -56,7 +53,8 @@ pub struct StoreBase {
     /// is safe: the file is released when the last read finishes.
     store: Mutex<Slot>,
     path: PathBuf,
-    options: OpenOptions,
+    /// The settings the store was opened with (what a pickle carries).
+    options: ReadOptions,
     /// The file the records come from, as first opened; a reopen must find it again.
     identity: Identity,
     stored: StoreSchema,
@@ -70,16 +68,6 @@ enum Slot {
     /// Unpickled and not read yet: opened (and checked) by the first read.
     Pending,
     Closed,
-}
-
-/// The options a store was opened with (what a pickle carries).
-#[derive(Clone)]
-pub(crate) struct OpenOptions {
-    pub(crate) backend: String,
-    pub(crate) verify_checksums: bool,
-    pub(crate) threads: usize,
-    /// How a store at a URL is read (`remote=` in Python).
-    pub(crate) remote: RemoteOptions,
 }
 
 /// Which file a store is: device, inode, size and modification time. Publishing a
@@ -228,131 +216,9 @@ impl StoreBase {
     }
 }
 
-/// The engine's read options from the Python keyword arguments.
-pub(crate) fn read_options(
-    backend: &str,
-    verify_checksums: bool,
-    threads: usize,
-) -> PyResult<ReadOptions> {
-    Ok(ReadOptions {
-        backend: Backend::from_str(backend).map_err(|e| PyValueError::new_err(e.to_string()))?,
-        verify_checksums,
-        threads,
-        ..ReadOptions::default()
-    })
-}
-
-/// The keys `remote=` takes (see docs/remote.md): durations in seconds, sizes in
-/// bytes, `config` a dict of object_store configuration keys.
-const REMOTE_KEYS: &str = "max_gap, max_request, in_flight, max_retries, retry_timeout, \
-     backoff_initial, backoff_max, timeout, connect_timeout, cache_dir, cache_bytes, \
-     cache_chunk_bytes, cache_whole, no_cache, config";
-
-/// The engine's remote options from Python's `remote=` dict (`None`: defaults).
-pub(crate) fn remote_options(remote: Option<&Bound<'_, PyAny>>) -> PyResult<RemoteOptions> {
-    let mut o = RemoteOptions::default();
-    let Some(remote) = remote.filter(|r| !r.is_none()) else {
-        return Ok(o);
-    };
-    let dict = remote
-        .cast::<PyDict>()
-        .map_err(|_| PyTypeError::new_err("remote= takes a dict of remote read options"))?;
-    let secs = |v: &Bound<'_, PyAny>, k: &str| -> PyResult<Duration> {
-        let f: f64 = v.extract()?;
-        Duration::try_from_secs_f64(f).map_err(|_| {
-            PyValueError::new_err(format!("remote[{k:?}]: {f} is not a duration in seconds"))
-        })
-    };
-    let mut cache_dir: Option<PathBuf> = None;
-    let mut cache_bytes = CacheOptions::DEFAULT_MAX_BYTES;
-    let mut chunk = CacheOptions::DEFAULT_CHUNK_BYTES;
-    let mut whole = WholeObjects::Auto;
-    for (k, v) in dict.iter() {
-        let key: String = k.extract()?;
-        match key.as_str() {
-            "max_gap" => o.max_gap = v.extract()?,
-            "max_request" => o.max_request = v.extract()?,
-            "in_flight" => o.in_flight = v.extract()?,
-            "max_retries" => o.max_retries = v.extract()?,
-            "retry_timeout" => o.retry_timeout = secs(&v, &key)?,
-            "backoff_initial" => o.backoff_initial = secs(&v, &key)?,
-            "backoff_max" => o.backoff_max = secs(&v, &key)?,
-            "timeout" => o.timeout = secs(&v, &key)?,
-            "connect_timeout" => o.connect_timeout = secs(&v, &key)?,
-            "cache_dir" => cache_dir = v.extract::<Option<PathBuf>>()?,
-            "cache_bytes" => cache_bytes = v.extract()?,
-            "cache_chunk_bytes" => chunk = v.extract()?,
-            "cache_whole" => {
-                let name: String = v.extract()?;
-                whole = WholeObjects::parse(&name).ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "remote[\"cache_whole\"] must be \"auto\", \"always\" or \"never\", not {name:?}"
-                    ))
-                })?;
-            }
-            "no_cache" => o.no_cache = v.extract()?,
-            "config" => {
-                let c = v.cast::<PyDict>().map_err(|_| {
-                    PyTypeError::new_err("remote[\"config\"] takes a dict of str to str")
-                })?;
-                for (ck, cv) in c.iter() {
-                    o.config.push((ck.extract()?, cv.extract()?));
-                }
-            }
-            _ => {
-                return Err(PyValueError::new_err(format!(
-                    "remote= has no option {key:?} (options: {REMOTE_KEYS})"
-                )))
-            }
-        }
-    }
-    if o.in_flight == 0 || !(1..=1024).contains(&o.in_flight) {
-        return Err(PyValueError::new_err(
-            "remote[\"in_flight\"] must be in 1..=1024",
-        ));
-    }
-    if let Some(dir) = cache_dir {
-        o.cache = Some(CacheOptions {
-            dir,
-            max_bytes: cache_bytes,
-            chunk_bytes: chunk.max(1),
-            whole,
-        });
-    }
-    Ok(o)
-}
-
-/// `remote_options`' inverse (what a pickle carries).
-pub(crate) fn remote_dict<'py>(py: Python<'py>, o: &RemoteOptions) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("max_gap", o.max_gap)?;
-    d.set_item("max_request", o.max_request)?;
-    d.set_item("in_flight", o.in_flight)?;
-    d.set_item("max_retries", o.max_retries)?;
-    d.set_item("retry_timeout", o.retry_timeout.as_secs_f64())?;
-    d.set_item("backoff_initial", o.backoff_initial.as_secs_f64())?;
-    d.set_item("backoff_max", o.backoff_max.as_secs_f64())?;
-    d.set_item("timeout", o.timeout.as_secs_f64())?;
-    d.set_item("connect_timeout", o.connect_timeout.as_secs_f64())?;
-    d.set_item("no_cache", o.no_cache)?;
-    if let Some(c) = &o.cache {
-        d.set_item("cache_dir", c.dir.clone())?;
-        d.set_item("cache_bytes", c.max_bytes)?;
-        d.set_item("cache_chunk_bytes", c.chunk_bytes)?;
-        d.set_item("cache_whole", c.whole.name())?;
-    }
-    let config = PyDict::new(py);
-    for (k, v) in &o.config {
-        config.set_item(k, v)?;
-    }
-    d.set_item("config", config)?;
-    Ok(d)
-}
-
 /// Opens the engine store at `path`.
-fn open_engine(py: Python<'_>, path: &Path, options: &OpenOptions) -> PyResult<Store> {
-    let mut opts = read_options(&options.backend, options.verify_checksums, options.threads)?;
-    opts.remote = options.remote.clone();
+fn open_engine(py: Python<'_>, path: &Path, options: &ReadOptions) -> PyResult<Store> {
+    let opts = options.clone();
     py.detach(|| Store::open(path, opts))
         .map_err(|e| errors::engine(py, e))
 }
@@ -361,18 +227,10 @@ fn open_engine(py: Python<'_>, path: &Path, options: &OpenOptions) -> PyResult<S
 pub(crate) fn open(
     py: Python<'_>,
     path: PathBuf,
-    backend: &str,
-    verify_checksums: bool,
-    threads: usize,
-    remote: Option<&Bound<'_, PyAny>>,
+    settings: Option<&Bound<'_, PyDict>>,
     want_ragged: Option<bool>,
 ) -> PyResult<StoreBase> {
-    let options = OpenOptions {
-        backend: backend.to_string(),
-        verify_checksums,
-        threads,
-        remote: remote_options(remote)?,
-    };
+    let options = crate::settings::read_options(py, settings)?;
     let store = open_engine(py, &path, &options)?;
     let identity = Identity::of_store(py, &path, &store)?;
     let stored = store.stored_schema().clone();
@@ -432,30 +290,22 @@ pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 /// A store rebuilt from what `__reduce__` pickled (see `open::unpickle_store`): the
 /// same path and options, opened lazily by the first read, which also checks that
 /// the file is still the one that was pickled.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn unpickled(
     py: Python<'_>,
     path: PathBuf,
-    backend: String,
-    verify_checksums: bool,
-    threads: usize,
+    settings: &str,
     identity: (u64, u64, u64, i128),
     schema_json: &str,
     len: u64,
-    remote: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<StoreBase> {
+    let options = ReadOptions::from_json(settings).map_err(|e| errors::engine(py, e))?;
     let stored = StoreSchema::from_json(schema_json.as_bytes())
         .map_err(|e| errors::INVALID.err(py, format!("unpickling {}: {e}", path.display())))?;
     let (dev, ino, size, mtime_ns) = identity;
     Ok(StoreBase {
         store: Mutex::new(Slot::Pending),
         path,
-        options: OpenOptions {
-            backend,
-            verify_checksums,
-            threads,
-            remote: remote_options(remote)?,
-        },
+        options,
         identity: Identity {
             dev,
             ino,
@@ -552,13 +402,10 @@ impl StoreBase {
         let args = (
             // A str, not a pathlib.Path (which would fold a URL's `//`).
             me.path.as_os_str().to_os_string(),
-            me.options.backend.clone(),
-            me.options.verify_checksums,
-            me.options.threads,
+            me.options.to_json(),
             (id.dev, id.ino, id.size, id.mtime_ns),
             me.stored.to_json(),
             me.len,
-            remote_dict(py, &me.options.remote)?,
         );
         let f = py.import("zring._zring")?.getattr("_unpickle_store")?;
         (f, args).into_pyobject(py).map(Bound::into_any)

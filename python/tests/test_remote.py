@@ -325,9 +325,9 @@ def test_pickles_keep_the_url_and_options(s3: S3, tmp_path: Path) -> None:
     again = pickle.loads(pickle.dumps(store))
     assert again.path == url
     np.testing.assert_array_equal(again[[4, 1]], data[[4, 1]])
-    args = store.__reduce__()[1]
-    assert args[-1]["in_flight"] == 3 and args[-1]["config"] == {"aws_region": "us-east-1"}
-    with pytest.raises(ValueError, match="no option"):
+    settings = json.loads(store.__reduce__()[1][1])["remote"]
+    assert settings["in_flight"] == 3 and settings["config"] == [["aws_region", "us-east-1"]]
+    with pytest.raises(ValueError, match="no read setting"):
         zring.DenseStore(url, remote={"in_fligth": 3})
 
 

@@ -72,16 +72,12 @@ class Dataset(_Dataset):
         threads: int = 0,
         remote: Mapping[str, Any] | None = None,
     ) -> None:
-        # The native constructor did the opening; keep what pickling needs.
-        self._options = dict(
-            backend=backend,
-            verify_checksums=verify_checksums,
-            threads=threads,
-            remote=None if remote is None else dict(remote),
-        )
+        # The native constructor opened the dataset and keeps its read settings,
+        # which a pickle carries (`_settings`, the engine's JSON).
+        pass
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self.path, self.version, self._options))
+        return (_reopen, (self.path, self.version, self._settings))
 
     @property
     def field_schemas(self) -> dict[str, dict[str, Any]]:
@@ -176,8 +172,9 @@ class FieldView:
         return f"FieldView({self.name!r} of {self.dataset!r})"
 
 
-def _reopen(path: str, version: int, options: dict[str, Any]) -> Dataset:
-    return Dataset(path, version=version, **options)
+def _reopen(path: str, version: int, settings: str) -> Dataset:
+    # The native constructor alone: the settings are the engine's, not arguments.
+    return Dataset.__new__(Dataset, path, version=version, _settings=settings)
 
 
 def open_dataset(
