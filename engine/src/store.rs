@@ -155,9 +155,13 @@ impl Store {
         self.inner.stored.codec
     }
 
-    /// The backend in use (`Auto` resolved).
+    /// The backend in use (`Auto` resolved): `Pread` for an io_uring store once the
+    /// process has fallen back to pread (a report only; reads never ask).
     pub fn backend(&self) -> Backend {
-        self.inner.backend
+        match self.inner.backend {
+            Backend::Uring if !zring_platform::uring_available() => Backend::Pread,
+            b => b,
+        }
     }
 
     /// The most record reads one gather keeps in flight (threads per gather x each
