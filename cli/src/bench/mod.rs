@@ -264,12 +264,15 @@ fn records_baseline(
     // The gathers' batches from their first timed step: after a cold or O_DIRECT run
     // a few dozen (brought into the page cache untimed); warm, as many as hold
     // BASELINE_BYTES of records (several times any CPU cache: a few dozen batches of
-    // small records would stay in cache and overstate the limit), or BASELINE_RECORDS.
+    // small records would stay in cache and overstate the limit); never more than
+    // BASELINE_RECORDS records (huge --batch values).
     let cold = args.direct || args.cold;
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let (mut batches, mut bytes, mut records) = (Vec::new(), 0u64, 0usize);
     let mut step = args.warmup;
-    while batches.len() < 64 || (!cold && bytes < BASELINE_BYTES && records < BASELINE_RECORDS) {
+    while batches.is_empty()
+        || (records < BASELINE_RECORDS && (batches.len() < 64 || (!cold && bytes < BASELINE_BYTES)))
+    {
         let mut batch = Vec::with_capacity(args.batch);
         for i in sampler.batch(step) {
             let r = table.rec(i).ok_or_else(|| {
