@@ -54,8 +54,8 @@ pub use uring::{
     available as uring_available, read_batch as uring_read_batch,
     registered_files as uring_registered_files, scratch_registered as uring_scratch_registered,
     thread_ring_ready as uring_thread_ring_ready, unavailable_reason as uring_unavailable_reason,
-    with_scratch as with_uring_scratch, ReadReq, RequestFailed as UringRequestFailed, RingFile,
-    MAX_DEPTH as URING_MAX_DEPTH,
+    with_scratch as with_uring_scratch, ReadBy as UringReadBy, ReadReq,
+    RequestFailed as UringRequestFailed, RingFile, MAX_DEPTH as URING_MAX_DEPTH,
 };
 // The one keep policy for per-thread read scratch (the io_uring slab above, the
 // engine's pread/O_DIRECT scratch).

@@ -7,7 +7,7 @@ use std::io;
 use io_uring::{opcode, squeue, types};
 
 use super::ring::{buffer_index, ThreadRing};
-use super::{ReadReq, RequestFailed};
+use super::{request_failed, ReadReq};
 use crate::faults::{read_fault, ReadFault, ReadHook, ReadSite};
 
 /// Counts reads the kernel still owns. Unwinding while any are in flight would let
@@ -94,9 +94,9 @@ pub(super) enum Ramp {
 }
 
 /// Runs one batch. `Ok(None)`: every request completed. `Ok(Some(next))`: the kernel
-/// refused `io_uring_enter` before taking any read in flight (see below); requests
+/// refused `io_uring_enter` (see below) and nothing is in flight any more; requests
 /// from `next` on were never submitted and those before it that are short of their
-/// length were not completed: the caller finishes them another way.
+/// length were not completed: the caller finishes them with pread.
 pub(super) fn drive(
     tr: &mut ThreadRing,
     Issue {
@@ -250,23 +250,24 @@ pub(super) fn drive(
                 // Interrupted, or the kernel is short of resources for a moment:
                 // reap what has completed and try again.
                 Some(libc::EINTR | libc::EAGAIN | libc::EBUSY) => std::thread::yield_now(),
-                // Refused before the kernel took any of our reads (a seccomp profile
-                // that blocks enter): nothing is in flight, so the buffers are free.
-                // The entries still queued must never be submitted: the ring is
-                // discarded (see `with_ring`) and the process falls back to pread.
-                Some(libc::EPERM | libc::EACCES | libc::ENOSYS) if sq.len() == inflight.0 => {
+                // Refused: a seccomp profile that blocks enter, a ring the kernel no
+                // longer accepts. The reads the kernel took before this enter are
+                // waited for (their buffers are not ours until they complete); then
+                // nothing is in flight, the entries still queued are never submitted
+                // (the ring is discarded, see `with_ring`) and the caller finishes
+                // the batch with pread, re-reading whatever is short.
+                Some(code) if refused(code) && reap_taken(&mut cq, n, inflight.0 - sq.len()) => {
                     inflight.0 = 0;
-                    tr.enter_refused = Some(io::Error::from_raw_os_error(
-                        e.raw_os_error().unwrap_or(libc::EPERM),
-                    ));
+                    tr.enter_refused = Some(io::Error::from_raw_os_error(code));
                     return match first_err {
                         Some(e) => Err(e),
                         None => Ok(Some(next)),
                     };
                 }
                 // The ring itself failed with reads in flight that can no longer be
-                // reaped: their buffers must never be released. Does not happen with
-                // a valid ring.
+                // reaped (or a refused ring never delivered the completions of the
+                // reads it took): their buffers must never be released. Does not
+                // happen with a valid ring.
                 _ => {
                     eprintln!("zring: io_uring_enter failed with reads in flight: {e}");
                     std::process::abort();
@@ -349,6 +350,46 @@ pub(super) fn drive(
     }
 }
 
-fn request_failed(request: usize, source: io::Error) -> io::Error {
-    io::Error::new(source.kind(), RequestFailed { request, source })
+/// Whether an `io_uring_enter` error means the ring cannot be used any more (as
+/// opposed to EINTR, EAGAIN or EBUSY, which are retried).
+fn refused(code: i32) -> bool {
+    matches!(
+        code,
+        libc::EPERM | libc::EACCES | libc::ENOSYS | libc::EINVAL | libc::EOPNOTSUPP
+    )
+}
+
+/// How long a refused ring is given to deliver the completions of reads it took
+/// before the refusal.
+const REAP_TAKEN_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits, without entering the kernel, for the completions of the `taken` reads the
+/// kernel accepted before a refused enter (and whose completions are not reaped yet).
+/// A ring that does not defer its completion work posts them on its own; one that
+/// does (`DEFER_TASKRUN`) cannot without an enter, and then this gives up: false.
+/// The completed reads' progress is not counted: the pread that finishes the batch
+/// reads them again.
+fn reap_taken(cq: &mut io_uring::CompletionQueue<'_>, n: usize, mut taken: usize) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        cq.sync();
+        for cqe in &mut *cq {
+            if cqe.user_data() as usize >= n {
+                eprintln!(
+                    "zring: foreign io_uring completion {}; aborting",
+                    cqe.user_data()
+                );
+                std::process::abort();
+            }
+            taken = taken.saturating_sub(1);
+        }
+        cq.sync();
+        if taken == 0 {
+            return true;
+        }
+        if start.elapsed() > REAP_TAKEN_FOR {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }

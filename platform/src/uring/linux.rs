@@ -8,7 +8,10 @@ use std::io;
 use std::sync::atomic::Ordering;
 
 use super::drive::{drive, Issue, Ramp, Target};
-use super::{available, block, refuse_buffers, ring, ReadReq, RingFile, MAX_DEPTH, STATE, USABLE};
+use super::{
+    available, block, refuse_buffers, request_failed, ring, ReadBy, ReadReq, RingFile, MAX_DEPTH,
+    STATE, USABLE,
+};
 
 pub(super) fn probe() -> bool {
     if crate::Config::global().uring == crate::UringMode::Off {
@@ -89,29 +92,28 @@ pub fn thread_ring_ready() -> bool {
 /// Reads every request of `reqs` completely from `file`, keeping up to `depth` reads
 /// in flight, and calls `done(i, buf)` as request `i` completes (on this thread).
 ///
-/// A read that hits end of file fails with `UnexpectedEof`; the first error (of a
-/// read or of `done`) is returned after every read in flight has been reaped. A panic
-/// in `done` is re-raised after the reads in flight have been reaped too, so the
-/// kernel never writes into a buffer that has been released.
+/// Where this thread has no ring, or the ring is refused during the batch, the batch
+/// is finished with pread and the result says so (the one fallback rule: see the
+/// module documentation). A read that hits end of file fails with `UnexpectedEof`;
+/// the first error (of a read or of `done`) is returned after every read in flight
+/// has been reaped. A panic in `done` is re-raised after the reads in flight have
+/// been reaped too, so the kernel never writes into a buffer that has been released.
 pub fn read_batch(
     file: &RingFile,
     reqs: &mut [ReadReq<'_>],
     depth: usize,
     mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
+) -> io::Result<ReadBy> {
     use std::os::fd::AsRawFd;
 
-    if !available() {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "io_uring is unavailable in this process",
-        ));
-    }
     if reqs.iter().any(|r| r.buf.len() > u32::MAX as usize) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "a single read is limited to 4 GiB - 1",
         ));
+    }
+    if !thread_ring_ready() {
+        return finish_with_pread(file, reqs, &[], 0, &mut done).map(|()| ReadBy::Pread);
     }
     let depth = depth.clamp(1, MAX_DEPTH);
     let hooks = crate::faults::read_hooks(file.file());
@@ -137,10 +139,12 @@ pub fn read_batch(
                 hooks: hooks.as_deref(),
             };
             match drive(ring, issue, reqs, progress, ready, &mut done, &mut panicked)? {
-                None => Ok(()),
-                // Refused by the kernel with nothing in flight: finish with pread (the
-                // ring is discarded and the process falls back, see `with_ring`).
-                Some(next) => finish_with_pread(file, reqs, progress, next, &mut done),
+                None => Ok(ReadBy::Uring),
+                // The ring was refused: the rest of the batch with pread (the ring is
+                // discarded and the process marked, see `with_ring`).
+                Some(next) => {
+                    finish_with_pread(file, reqs, progress, next, &mut done).map(|()| ReadBy::Pread)
+                }
             }
         })
     });
@@ -151,7 +155,9 @@ pub fn read_batch(
 }
 
 /// Completes with pread the requests of a batch that io_uring did not: those from
-/// `next` on, and those before it still short of their length (`progress`).
+/// `next` on, and those before it still short of their length (`progress`; empty
+/// when nothing was read through the ring). A failed read names its request, as a
+/// failed io_uring read does.
 fn finish_with_pread(
     file: &RingFile,
     reqs: &mut [ReadReq<'_>],
@@ -160,11 +166,12 @@ fn finish_with_pread(
     done: &mut impl FnMut(usize, &mut [u8]) -> io::Result<()>,
 ) -> io::Result<()> {
     for (i, r) in reqs.iter_mut().enumerate() {
-        let at = progress[i] as usize;
+        let at = progress.get(i).map_or(0, |&p| p as usize);
         if i < next && at == r.buf.len() {
             continue;
         }
-        crate::file::read_exact_at(file.file(), &mut r.buf[at..], r.offset + at as u64)?;
+        crate::file::read_exact_at(file.file(), &mut r.buf[at..], r.offset + at as u64)
+            .map_err(|e| request_failed(i, e))?;
         done(i, r.buf)?;
     }
     Ok(())

@@ -12,10 +12,24 @@
 //! compressed and O_DIRECT reads land in, so the kernel does not look up the file and
 //! pin the pages of every read. `ZRING_URING_REGISTER=0` turns registration off.
 //!
-//! Where io_uring cannot be used (ENOSYS on old kernels, EPERM from seccomp or
-//! `kernel.io_uring_disabled`, ENOMEM from RLIMIT_MEMLOCK on older kernels), or when
-//! `ZRING_URING=0` is set, [`available`] is false and callers fall back to `pread`;
-//! one line on stderr says why, once per process.
+//! **The pread fallback is decided here, once, and nowhere above.** Callers that chose
+//! io_uring always call [`read_batch`]; it always reads the whole batch. Where io_uring
+//! cannot be used it reads the batch with `pread` itself and says so in its
+//! [`ReadBy`]:
+//!
+//! - the process cannot use io_uring (ENOSYS on old kernels, EPERM from seccomp or
+//!   `kernel.io_uring_disabled`, a ring whose `io_uring_enter` is refused, or
+//!   `ZRING_URING=0`): [`available`] is false for the rest of the process and one
+//!   line on stderr says why, once;
+//! - the ring fails in the middle of a batch (`io_uring_enter` refused with EPERM,
+//!   EACCES, ENOSYS or EINVAL, as when a seccomp profile arrives): the reads the
+//!   kernel already took are reaped, the ring is discarded (what is still queued is
+//!   never submitted), the rest of that batch is read with `pread`, and the process
+//!   is marked as above, so later batches go straight to `pread`;
+//! - only this thread cannot make a ring (out of file descriptors, RLIMIT_MEMLOCK):
+//!   this batch is read with `pread` and the next one tries again.
+//!
+//! The engine picks its backend once, at open, and never asks whether io_uring works.
 
 use crate::once::{ForkOnce, InChild};
 use crate::AlignedBuf;
@@ -25,6 +39,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 #[cfg(target_os = "linux")]
 mod drive;
+#[cfg(all(test, target_os = "linux"))]
+mod fallback_tests;
 // The kernel side, chosen once: io_uring on Linux; elsewhere `unsupported.rs`, where
 // io_uring is never available and batches are read with pread. Only Linux has rings.
 #[cfg_attr(target_os = "linux", path = "linux.rs")]
@@ -74,6 +90,20 @@ impl std::error::Error for RequestFailed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.source)
     }
+}
+
+/// How [`read_batch`] read a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadBy {
+    /// Every request through this thread's ring.
+    Uring,
+    /// Some or all requests with `pread`: io_uring is unavailable to this thread or
+    /// failed during the batch (see the module documentation).
+    Pread,
+}
+
+fn request_failed(request: usize, source: io::Error) -> io::Error {
+    io::Error::new(source.kind(), RequestFailed { request, source })
 }
 
 /// One read: fill `buf` from `offset`.

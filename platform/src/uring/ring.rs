@@ -138,7 +138,16 @@ fn new_ring() -> io::Result<IoUring> {
 
 impl ThreadRing {
     fn new(generation: u64) -> io::Result<Self> {
-        let mut ring = new_ring()?;
+        let mut ring = new_ring().inspect_err(|e| {
+            // Refused, not short of resources: no thread of this process will have
+            // a ring. (EMFILE, ENOMEM: only this thread, for now.)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EACCES | libc::ENOSYS | libc::EINVAL)
+            ) {
+                super::block(format!("io_uring_setup failed: {e}"));
+            }
+        })?;
         if let Err(e) = check_enter(&mut ring) {
             super::block(format!("io_uring_enter failed: {e}"));
             return Err(e);

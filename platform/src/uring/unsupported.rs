@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io;
 
-use super::{block, ReadReq, RingFile};
+use super::{block, request_failed, ReadBy, ReadReq, RingFile};
 
 pub(super) fn probe() -> bool {
     block("io_uring exists only on Linux".into())
@@ -46,10 +46,11 @@ pub fn read_batch(
     reqs: &mut [ReadReq<'_>],
     _depth: usize,
     mut done: impl FnMut(usize, &mut [u8]) -> io::Result<()>,
-) -> io::Result<()> {
+) -> io::Result<ReadBy> {
     for (i, r) in reqs.iter_mut().enumerate() {
-        crate::file::read_exact_at(file.file(), r.buf, r.offset)?;
+        crate::file::read_exact_at(file.file(), r.buf, r.offset)
+            .map_err(|e| request_failed(i, e))?;
         done(i, r.buf)?;
     }
-    Ok(())
+    Ok(ReadBy::Pread)
 }
