@@ -1,0 +1,75 @@
+//! The JPEG decoder candidates on W13-like images, one thread, same run:
+//! zune-jpeg (what zring-image uses) and libjpeg-turbo (through the turbojpeg
+//! crate, built from source).
+//!
+//! ```text
+//! cargo run --release -p zring-image --example jpeg_decoders --features compare-turbojpeg
+//! ```
+
+use std::io::Cursor;
+use std::time::Instant;
+
+use image::{DynamicImage, ImageFormat, RgbImage};
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let images: Vec<Vec<u8>> = (0..400).map(photo).collect::<Result<_, _>>()?;
+    let mut turbo = turbojpeg::Decompressor::new()?;
+    let mut pixels = vec![0u8; 500 * 375 * 3];
+    let (mut zune, mut libjpeg) = (Vec::new(), Vec::new());
+    // Alternating rounds, medians.
+    for _ in 0..5 {
+        let start = Instant::now();
+        for bytes in &images {
+            let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+            let mut d =
+                zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes.as_slice()), options);
+            std::hint::black_box(d.decode()?);
+        }
+        zune.push(images.len() as f64 / start.elapsed().as_secs_f64());
+        let start = Instant::now();
+        for bytes in &images {
+            let header = turbo.read_header(bytes)?;
+            let out = turbojpeg::Image {
+                pixels: &mut pixels[..],
+                width: header.width,
+                pitch: header.width * 3,
+                height: header.height,
+                format: turbojpeg::PixelFormat::RGB,
+            };
+            turbo.decompress(bytes, out)?;
+        }
+        libjpeg.push(images.len() as f64 / start.elapsed().as_secs_f64());
+    }
+    zune.sort_by(f64::total_cmp);
+    libjpeg.sort_by(f64::total_cmp);
+    let (z, t) = (zune[2], libjpeg[2]);
+    println!("zune-jpeg:     {z:>6.0} images/s");
+    println!("libjpeg-turbo: {t:>6.0} images/s = {:.2}x zune-jpeg", t / z);
+    Ok(())
+}
+
+/// The W13 example's images: 500x375, gradients, flat objects, pixel noise.
+fn photo(i: u32) -> Result<Vec<u8>, image::ImageError> {
+    let mut state = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut noise = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % 48) as i32 - 24
+    };
+    let img = RgbImage::from_fn(500, 375, |x, y| {
+        let object = ((x / 60 + y / 45 + i) % 5 == 0) as i32 * 60;
+        let base = [
+            (x * 200 / 500) as i32 + object,
+            (y * 200 / 375) as i32,
+            ((x + y + i * 7) % 256) as i32 / 2 + object,
+        ];
+        image::Rgb(base.map(|c| (c + noise()).clamp(0, 255) as u8))
+    });
+    let mut out = Cursor::new(Vec::new());
+    DynamicImage::ImageRgb8(img).write_to(&mut out, ImageFormat::Jpeg)?;
+    Ok(out.into_inner())
+}
