@@ -62,7 +62,7 @@ pub struct Baseline {
     /// Whether the store's dictionary was loaded into the decoders.
     pub dictionary: bool,
     /// How raw records were copied (the faster way, for raw stores).
-    pub copy: Copy,
+    pub copy: CopyKind,
     /// Cores other processes kept busy while the baseline ran.
     pub others_cores: Option<f64>,
 }
@@ -110,9 +110,9 @@ pub fn records_baseline(
     let mut best: Option<Baseline> = None;
     // Raw records: the faster of the two copies (which one wins depends on the CPU
     // and the record size); decoding dominates a compressed store's, one will do.
-    let copies: &[Copy] = match walk.compressed {
-        true => &[Copy::Memmove],
-        false => &[Copy::Memmove, Copy::Lines],
+    let copies: &[CopyKind] = match walk.compressed {
+        true => &[CopyKind::Memmove],
+        false => &[CopyKind::Memmove, CopyKind::Lines],
     };
     for &copy in copies {
         for _ in 0..REPEATS {
@@ -130,7 +130,7 @@ pub fn records_baseline(
 
 /// How the baseline copies a raw record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Copy {
+pub enum CopyKind {
     /// `copy_from_slice` (the C library's memmove).
     Memmove,
     /// 64 bytes at a time, as vector registers: faster than memmove on some CPUs
@@ -149,7 +149,7 @@ fn baseline_with(
     dict: &[u8],
     threads: usize,
     min_time: Duration,
-    copy: Copy,
+    copy: CopyKind,
 ) -> Result<Baseline, CliError> {
     let threads = threads.max(1);
     let start_line = std::sync::Barrier::new(threads + 1);
@@ -273,13 +273,13 @@ impl Decoders {
         r: &Rec,
         stored: &[u8],
         slot: &mut [u8],
-        copy: Copy,
+        copy: CopyKind,
     ) -> Result<(), CliError> {
         let d = match r.codec {
             RecordCodec::Raw => {
                 match copy {
-                    Copy::Memmove => slot.copy_from_slice(stored),
-                    Copy::Lines => copy_lines(stored, slot),
+                    CopyKind::Memmove => slot.copy_from_slice(stored),
+                    CopyKind::Lines => copy_lines(stored, slot),
                 }
                 return Ok(());
             }

@@ -8,7 +8,7 @@ use zring_engine::Backend;
 
 use super::args::{BenchArgs, BenchMode};
 use super::fio::{fio_ran, FioOutcome, FioWrite};
-use super::measure::{busier_during_baseline, exceeds, Baseline, ColdBy, Copy, NOISE_MARGIN};
+use super::measure::{busier_during_baseline, exceeds, Baseline, ColdBy, CopyKind, NOISE_MARGIN};
 use super::synth::WriteReport;
 use super::types::RunResult;
 use crate::output::{bytes, count, rate, MIB};
@@ -139,8 +139,8 @@ impl Report<'_> {
             "what": baseline_what(&b),
             "threads": b.threads,
             "copy_kind": match b.copy {
-                Copy::Memmove => "memmove",
-                Copy::Lines => "lines",
+                CopyKind::Memmove => "memmove",
+                CopyKind::Lines => "lines",
             },
             "mib_per_s": mib,
             "gather_vs_baseline": ratio,
@@ -520,8 +520,8 @@ fn latency_line(what: &str, r: &RunResult) -> String {
 fn baseline_what(b: &Baseline) -> String {
     let how = match (b.decoded, b.dictionary) {
         (false, _) => match b.copy {
-            Copy::Memmove => "copied (memmove: the faster of memmove and a 64-byte loop)",
-            Copy::Lines => "copied (a 64-byte loop: the faster of memmove and a 64-byte loop)",
+            CopyKind::Memmove => "copied (memmove: the faster of memmove and a 64-byte loop)",
+            CopyKind::Lines => "copied (a 64-byte loop: the faster of memmove and a 64-byte loop)",
         },
         (true, false) => "decoded (zstd, one reused context per thread; raw records copied)",
         (true, true) => {
@@ -594,8 +594,8 @@ fn baseline_lines(rep: &Report<'_>, line: &mut impl FnMut(String)) {
         line(format!(
             "          (the faster of memmove and a 64-byte loop: {}; the next record prefetched, as the read path does)",
             match b.copy {
-                Copy::Memmove => "memmove",
-                Copy::Lines => "the loop",
+                CopyKind::Memmove => "memmove",
+                CopyKind::Lines => "the loop",
             }
         ));
         line(format!(
