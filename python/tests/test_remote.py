@@ -501,8 +501,8 @@ def test_cache_whole_never_keeps_chunks(s3: S3, tmp_path: Path) -> None:
     stats = store.remote_stats
     assert stats is not None and stats["whole_fetches"] == 0 and stats["cache_misses"] > 0
     assert whole_entries(cache) == []
-    args = store.__reduce__()[1]
-    assert args[-1]["cache_whole"] == "never"
+    settings = json.loads(store.__reduce__()[1][1])["remote"]
+    assert settings["cache"]["whole"] == "never"
     with pytest.raises(ValueError, match="cache_whole"):
         zring.DenseStore(url, remote={"cache_dir": str(cache), "cache_whole": "sometimes"})
 
