@@ -23,9 +23,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use zring_platform::{
-    open_direct, read_exact_at, uring_available, uring_read_batch, uring_thread_ring_ready,
-    with_uring_scratch, Mapping, ReadReq, RingFile, UringRequestFailed, DIRECT_ALIGN,
-    URING_MAX_DEPTH,
+    open_direct, read_exact_at, uring_read_batch, with_uring_scratch, Mapping, ReadReq, RingFile,
+    UringReadBy, UringRequestFailed, DIRECT_ALIGN, URING_MAX_DEPTH,
 };
 
 use crate::entry::{Entry, RecordCodec};
@@ -71,8 +70,8 @@ impl Source {
     /// cold (not resident, or larger than the machine's memory) it reads with O_DIRECT
     /// through io_uring, so a pass over a store larger than memory does not fill the
     /// page cache and evict the rest of the machine; buffered io_uring where the file
-    /// system refuses O_DIRECT. `Uring` degrades to `Pread` where io_uring is
-    /// unavailable (the platform says why, once).
+    /// system refuses O_DIRECT. Whether io_uring works is not asked here: where it
+    /// does not, the platform reads each batch with `pread` (and says why, once).
     pub(crate) fn open(
         path: &Path,
         file: File,
@@ -117,10 +116,9 @@ impl Source {
             }
             b => b,
         };
-        let backend = match wanted {
-            Backend::Uring if !uring_available() => Backend::Pread,
-            b => b,
-        };
+        // Chosen once: where io_uring turns out unusable, the platform's batch read
+        // falls back to pread by itself (`reads_served` says which served).
+        let backend = wanted;
         let depth = opts.queue_depth.clamp(1, URING_MAX_DEPTH);
         let source = match backend {
             Backend::Mmap => {
@@ -379,8 +377,10 @@ impl Reader {
     }
 
     /// Fills each `(index, slot)` of one task with its record, with the store's
-    /// source. A thread that cannot have a ring of its own (see
-    /// `uring_thread_ring_ready`) reads with `pread` instead of failing.
+    /// source. An io_uring source always hands its reads to the platform, which reads
+    /// them with `pread` where this thread has no ring or the ring fails (the one
+    /// fallback rule, in `zring_platform::uring`); each window is counted as served by
+    /// whichever of the two read it.
     pub(crate) fn read_task<'d>(
         &self,
         items: impl Iterator<Item = (u64, &'d mut [u8])>,
@@ -395,15 +395,13 @@ impl Reader {
                 self.served_remote(count);
                 return result;
             }
-            Source::Mmap(map) => (self.read_mapped(map, items, ctx), Backend::Mmap),
             Source::Uring { file, depth }
             | Source::Direct {
                 file,
                 uring: true,
                 depth,
-            } if uring_thread_ring_ready() => {
-                (self.read_uring(file, *depth, items, ctx), Backend::Uring)
-            }
+            } => return self.read_uring(file, *depth, items, ctx),
+            Source::Mmap(map) => (self.read_mapped(map, items, ctx), Backend::Mmap),
             _ => (self.read_preads(items, ctx), Backend::Pread),
         };
         self.served(served, count);
@@ -592,6 +590,7 @@ impl Reader {
         let mut reqs: Vec<ReadReq<'_>> = Vec::with_capacity(reads.len());
         // Per read: what to do when it completes.
         let mut targets: Vec<Target<'_, '_>> = Vec::with_capacity(reads.len());
+        let records = window.len() as u64;
         let mut left: &mut [Windowed<'_>] = window;
         for r in reads {
             let (mine, tail) = std::mem::take(&mut left).split_at_mut(r.records.len());
@@ -654,7 +653,14 @@ impl Reader {
                 };
                 Err(self.read_err(index, e))
             }
-            (None, Ok(())) => Ok(()),
+            (None, Ok(by)) => {
+                let backend = match by {
+                    UringReadBy::Uring => Backend::Uring,
+                    UringReadBy::Pread => Backend::Pread,
+                };
+                self.served(backend, records);
+                Ok(())
+            }
         }
     }
 }
