@@ -40,6 +40,7 @@ mod input;
 mod interrupt;
 mod loader;
 mod open;
+mod pack;
 mod pin;
 mod ragged;
 mod sampler;
@@ -75,6 +76,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<dataset::PyDatasetField>()?;
     m.add_class::<dataset::PyDatasetBuilder>()?;
+    m.add_class::<pack::PyPackedLoader>()?;
     m.add_function(wrap_pyfunction!(dataset::_collect_garbage, m)?)?;
     m.add_function(wrap_pyfunction!(open::open_store, m)?)?;
     m.add_function(wrap_pyfunction!(open::unpickle_store, m)?)?;

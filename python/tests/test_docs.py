@@ -20,6 +20,7 @@ PAGES = {
     "docs/torch.md": ["torch"],
     "docs/jax.md": ["jax"],
     "docs/loaderx.md": [],
+    "docs/language-models.md": [],
 }
 
 

@@ -57,6 +57,7 @@ from ._dataset import Dataset, open_dataset
 from ._write import FieldSpec, dense, ragged, write_dataset
 from .datasets import convert, convert_cli
 from ._sampler_loader import SamplerLoader
+from ._pack import Packed, pack
 
 from ._zring import Mode
 
@@ -81,6 +82,8 @@ __all__ = [
     "convert",
     "convert_cli",
     "SamplerLoader",
+    "pack",
+    "Packed",
     "EngineBuffer",
     "open",
     "train_dict",

@@ -43,6 +43,7 @@ __all__ = [
     "_Dataset",
     "_DatasetField",
     "_DatasetBuilder",
+    "_PackedLoader",
     "_collect_garbage",
     "open",
     "_unpickle_store",
@@ -391,6 +392,26 @@ class _DatasetField:
     def __len__(self) -> int: ...
     @property
     def name(self) -> str: ...
+
+@final
+class _PackedLoader:
+    def __new__(
+        cls,
+        paths: Sequence[str],
+        weights: Sequence[float],
+        seq_len: int,
+        rows: int,
+        strategy: str,
+        seed: int,
+        pad_id: int,
+        prefetch: int,
+        window: int | None,
+        state: tuple[int, int, list[int], int, int] | None,
+    ) -> _PackedLoader: ...
+    def __iter__(self) -> _PackedLoader: ...
+    def __next__(self) -> dict[str, Any]: ...
+    def _state(self) -> tuple[tuple[int, int, list[int], int, int], list[int]]: ...
+    def close(self) -> None: ...
 
 @final
 class _DatasetBuilder:
