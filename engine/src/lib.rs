@@ -81,7 +81,7 @@ pub use pending::Pending;
 pub use read::plan::Planner;
 pub use read::{
     Backend, Coalesce, Interrupt, Never, ParseBackendError, RaggedBatch, RaggedLayout, Read,
-    ReadOptions, ReadsServed, StoreStats,
+    ReadOptions, ReadSetup, ReadsServed, StoreStats,
 };
 pub use records::Records;
 pub use schema::{shape_bytes, Codec, Layout, Schema, StoreSchema, MAX_NDIM};

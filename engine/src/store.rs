@@ -13,7 +13,7 @@ use crate::error::{Error, Result, StoreProblem};
 use crate::format::{Footer, Superblock, BLOCK};
 use crate::read::{
     check_schema, decode_footer, decode_superblock, Backend, Coalesce, Interrupt, Never, Opened,
-    RaggedBatch, RaggedLayout, Read, ReadOptions, Reader, ReadsServed, StoreStats,
+    RaggedBatch, RaggedLayout, Read, ReadSetup, Reader, ReadsServed, StoreStats,
 };
 use crate::schema::{Codec, Schema, StoreSchema};
 
@@ -46,7 +46,10 @@ impl Store {
     ///
     /// A path that is an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL
     /// opens the object there (with the `remote` feature; see docs/remote.md).
-    pub fn open(path: impl AsRef<Path>, opts: ReadOptions) -> Result<Self> {
+    /// `opts` is a [`ReadOptions`](crate::ReadOptions) (the reads run on the
+    /// process-wide pool) or a [`ReadSetup`] (`opts.with_pool(pool)`).
+    pub fn open(path: impl AsRef<Path>, opts: impl Into<ReadSetup>) -> Result<Self> {
+        let opts = opts.into();
         opts.validate()?;
         if let Some(url) = crate::remote::url_of(path.as_ref()) {
             return Self::open_url(url, &opts);
@@ -56,7 +59,7 @@ impl Store {
 
     /// Opens the store in the local file `path`, named `name` in the messages of
     /// its reads (a whole-object cache entry is named by its URL).
-    pub(crate) fn open_file(path: &Path, name: PathBuf, opts: &ReadOptions) -> Result<Self> {
+    pub(crate) fn open_file(path: &Path, name: PathBuf, opts: &ReadSetup) -> Result<Self> {
         let path = path.to_path_buf();
         // Not File::open: a FIFO would block it forever.
         let file = open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
@@ -85,7 +88,7 @@ impl Store {
     }
 
     #[cfg(feature = "remote")]
-    fn open_url(url: &str, opts: &ReadOptions) -> Result<Self> {
+    fn open_url(url: &str, opts: &ReadSetup) -> Result<Self> {
         Self::open_at(crate::remote::Connector::from_url(url, &opts.remote)?, opts)
     }
 
@@ -94,8 +97,9 @@ impl Store {
     /// It is opened as a local store on a whole-object cache entry when the cache
     /// keeps this object whole (`remote/whole.rs`), else read by ranged GETs.
     #[cfg(feature = "remote")]
-    pub fn open_at(conn: crate::remote::Connector, opts: &ReadOptions) -> Result<Self> {
+    pub fn open_at(conn: crate::remote::Connector, opts: impl Into<ReadSetup>) -> Result<Self> {
         use crate::remote::WholeObjects;
+        let opts = &opts.into();
         opts.validate()?;
         if let Some(cache) = opts.remote.effective_cache()? {
             if cache.whole != WholeObjects::Never {
@@ -117,7 +121,7 @@ impl Store {
     }
 
     #[cfg(not(feature = "remote"))]
-    fn open_url(url: &str, _: &ReadOptions) -> Result<Self> {
+    fn open_url(url: &str, _: &ReadSetup) -> Result<Self> {
         Err(Error::InvalidArgument(
             crate::error::ArgumentError::RemoteNotBuilt {
                 url: url.to_string(),

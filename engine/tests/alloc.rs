@@ -98,10 +98,8 @@ fn warm_gathers_allocate_nothing_per_record() {
                 let path = dir.path().join(format!("{ragged}-{codec}-{width}.zr"));
                 write(&path, ragged, codec, width);
                 for backend in Backend::CONCRETE {
-                    let opts = ReadOptions {
-                        pool: zring_platform::PoolHandle::own(pool.clone()),
-                        ..ReadOptions::with_backend(backend)
-                    };
+                    let opts = ReadOptions::with_backend(backend)
+                        .with_pool(zring_platform::PoolHandle::own(pool.clone()));
                     let store = Store::open(&path, opts).unwrap();
                     let small: Vec<u64> = (0..1024).map(|i| (i * 7) % 600).collect();
                     let large: Vec<u64> = (0..4096).map(|i| (i * 13) % 600).collect();

@@ -260,8 +260,11 @@ fn padding_is_zero_and_the_file_does_not_depend_on_the_thread_count() {
         files.push(std::fs::read(&path).expect("read"));
     }
     assert!(files[0] == files[1], "thread count changed the file");
-    let store =
-        zring_engine::Store::open(dir.path().join("t1.zr"), Default::default()).expect("open");
+    let store = zring_engine::Store::open(
+        dir.path().join("t1.zr"),
+        zring_engine::ReadOptions::default(),
+    )
+    .expect("open");
     let mut covered = vec![false; files[0].len()];
     for i in 0..store.len() {
         let e = store.entry(i).expect("entry");

@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ManifestProblem, Result};
-use crate::read::ReadOptions;
+use crate::read::ReadSetup;
 use crate::store::Store;
 
 use super::manifest::{Manifest, MANIFEST_FILE, VERSIONS_DIR};
@@ -28,7 +28,7 @@ pub trait Location: Send + Sync + fmt::Debug {
 
     /// Opens the store at `rel`, a path relative to the dataset (already checked to
     /// stay inside it).
-    fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store>;
+    fn open_store(&self, rel: &str, opts: &ReadSetup) -> Result<Store>;
 }
 
 /// A dataset in a local directory.
@@ -83,7 +83,7 @@ impl Location for LocalDir {
             .map_err(|e| Error::io(&path, "looking for a newer dataset manifest", e))
     }
 
-    fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store> {
+    fn open_store(&self, rel: &str, opts: &ReadSetup) -> Result<Store> {
         Store::open(self.dir.join(rel), opts.clone())
     }
 }

@@ -55,7 +55,7 @@ pub use location::{version_path, LocalDir, Location};
 pub use manifest::{Field, Manifest, Shard};
 
 use crate::error::{ArgumentError, Error, ManifestProblem, Result, ShardMismatch, StoreMismatch};
-use crate::read::ReadOptions;
+use crate::read::{ReadOptions, ReadSetup};
 use crate::schema::Layout;
 use crate::store::Store;
 
@@ -67,7 +67,7 @@ struct Inner {
     /// `starts[s]` is the global index of shard `s`'s first record; one more entry
     /// holds the total.
     starts: Vec<u64>,
-    opts: ReadOptions,
+    opts: ReadSetup,
 }
 
 /// An open dataset, pinned to the manifest version it opened. Cloning is cheap.
@@ -120,13 +120,19 @@ fn location_of(dir: &Path, opts: &ReadOptions) -> Result<Arc<dyn Location>> {
 impl Dataset {
     /// Opens the dataset in directory `dir` at its current manifest.
     /// A URL (`s3://bucket/prefix`, ...) opens the dataset under that prefix.
-    pub fn open(dir: impl AsRef<Path>, opts: ReadOptions) -> Result<Self> {
+    pub fn open(dir: impl AsRef<Path>, opts: impl Into<ReadSetup>) -> Result<Self> {
+        let opts = opts.into();
         Self::open_at(location_of(dir.as_ref(), &opts)?, None, opts)
     }
 
     /// Opens exactly manifest `version` of the dataset in `dir` (what a reader that
     /// was pickled at that version reopens).
-    pub fn open_version(dir: impl AsRef<Path>, version: u64, opts: ReadOptions) -> Result<Self> {
+    pub fn open_version(
+        dir: impl AsRef<Path>,
+        version: u64,
+        opts: impl Into<ReadSetup>,
+    ) -> Result<Self> {
+        let opts = opts.into();
         Self::open_at(location_of(dir.as_ref(), &opts)?, Some(version), opts)
     }
 
@@ -134,8 +140,9 @@ impl Dataset {
     pub fn open_at(
         location: Arc<dyn Location>,
         version: Option<u64>,
-        opts: ReadOptions,
+        opts: impl Into<ReadSetup>,
     ) -> Result<Self> {
+        let opts = opts.into();
         opts.validate()?;
         let bad = |problem: ManifestProblem| Error::manifest(location.describe(), problem);
         let manifest = match version {
@@ -200,7 +207,7 @@ impl Dataset {
         location: Arc<dyn Location>,
         manifest: Manifest,
         stores: Vec<Vec<Store>>,
-        opts: ReadOptions,
+        opts: ReadSetup,
     ) -> Self {
         let mut starts = Vec::with_capacity(manifest.shards.len() + 1);
         let mut at = 0u64;
@@ -235,9 +242,9 @@ impl Dataset {
         &self.inner.manifest
     }
 
-    /// The options every store was opened with.
+    /// The settings every store was opened with.
     pub fn read_options(&self) -> &ReadOptions {
-        &self.inner.opts
+        &self.inner.opts.settings
     }
 
     /// Total records over all shards.

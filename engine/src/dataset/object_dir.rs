@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::error::{Error, ManifestProblem, Result};
-use crate::read::ReadOptions;
+use crate::read::ReadSetup;
 use crate::remote::{ObjectDir, TooLarge};
 use crate::store::Store;
 
@@ -42,7 +42,7 @@ impl Location for ObjectDir {
         )
     }
 
-    fn open_store(&self, rel: &str, opts: &ReadOptions) -> Result<Store> {
+    fn open_store(&self, rel: &str, opts: &ReadSetup) -> Result<Store> {
         Store::open_at(self.object(rel)?, opts)
     }
 }

@@ -47,7 +47,7 @@ use crate::schema::{Layout, StoreSchema};
 
 pub use backend::{Backend, ParseBackendError};
 pub use gather::{RaggedBatch, RaggedLayout};
-pub use options::ReadOptions;
+pub use options::{ReadOptions, ReadSetup};
 pub use plan::{Coalesce, Read};
 
 pub(crate) use decode::with_ctx;
@@ -399,7 +399,7 @@ impl Reader {
         footer: Footer,
         superblock: Superblock,
         stored: StoreSchema,
-        opts: &ReadOptions,
+        opts: &ReadSetup,
     ) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Self {
@@ -422,14 +422,14 @@ impl Reader {
 
     /// The options of the reads a dataset of this store makes: its backend, checksum
     /// rule, threads and pool.
-    pub(crate) fn read_options(&self) -> ReadOptions {
+    pub(crate) fn read_options(&self) -> ReadSetup {
         ReadOptions {
             backend: self.backend,
             verify_checksums: self.verify,
             threads: self.threads,
-            pool: self.pool.clone(),
             ..ReadOptions::default()
         }
+        .with_pool(self.pool.clone())
     }
 
     /// Counts `records` served by `backend`.

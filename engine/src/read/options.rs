@@ -5,9 +5,11 @@
 //! `--read KEY=VALUE` give `(name, text)` pairs to [`ReadOptions::set`]. Either way
 //! [`ReadOptions::validate`] (which every open runs) refuses the same values with
 //! the same [`ArgumentError`], so a bad value reads the same from every front end.
-//! The settings serialise (serde) so that a pickled store or dataset carries them;
-//! the worker pool, a runtime handle, is not a setting and is not serialised.
+//! The settings are plain data, serialised (serde) so that a pickled store or
+//! dataset carries them; the worker pool, a runtime handle, is apart from them
+//! ([`ReadSetup`]).
 
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -36,7 +38,7 @@ const SETTINGS: &str = "backend, verify_checksums, threads, queue_depth, direct,
 /// New settings get a default, so `ReadOptions { threads: 4, ..Default::default() }`
 /// keeps compiling, and serialised settings that lack a field read it as its
 /// default.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReadOptions {
     /// Which system interface moves record bytes (see [`Backend`]).
@@ -54,12 +56,6 @@ pub struct ReadOptions {
     /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
     /// benchmarks). Needs a file system that supports it; not with `mmap`.
     pub direct: bool,
-    /// The worker pool gathers, verifies and async reads run on: the process-wide
-    /// pool by default, or one of the caller's (a loader or a service sizing its
-    /// own threads; see [`ReadOptions::with_pool`]). A handle, not a setting: not
-    /// serialised (settings read back run on the process-wide pool).
-    #[serde(skip)]
-    pub pool: PoolHandle,
     /// How stores at URLs are read (coalescing, concurrency, retries, timeouts, the
     /// local cache); see docs/remote.md. Ignored for local paths.
     pub remote: RemoteOptions,
@@ -73,22 +69,54 @@ impl Default for ReadOptions {
             threads: 0,
             queue_depth: 64,
             direct: false,
-            pool: PoolHandle::global(),
             remote: RemoteOptions::default(),
         }
     }
 }
 
-/// Equal settings on the same pool.
-impl PartialEq for ReadOptions {
-    fn eq(&self, other: &Self) -> bool {
-        self.backend == other.backend
-            && self.verify_checksums == other.verify_checksums
-            && self.threads == other.threads
-            && self.queue_depth == other.queue_depth
-            && self.direct == other.direct
-            && self.remote == other.remote
-            && std::ptr::eq(self.pool.get(), other.pool.get())
+/// What an open takes: the read settings and the worker pool the store's gathers,
+/// verifies and async reads run on. A `ReadOptions` converts into one on the
+/// process-wide pool; [`ReadOptions::with_pool`] gives one on a pool of the
+/// caller's (a loader or a service sizing its own threads). Reads as its settings
+/// (`Deref`).
+#[derive(Clone, Debug)]
+pub struct ReadSetup {
+    pub settings: ReadOptions,
+    pub pool: PoolHandle,
+}
+
+impl From<ReadOptions> for ReadSetup {
+    fn from(settings: ReadOptions) -> Self {
+        Self {
+            settings,
+            pool: PoolHandle::global(),
+        }
+    }
+}
+
+impl From<&ReadOptions> for ReadSetup {
+    fn from(settings: &ReadOptions) -> Self {
+        settings.clone().into()
+    }
+}
+
+impl From<&ReadSetup> for ReadSetup {
+    fn from(setup: &ReadSetup) -> Self {
+        setup.clone()
+    }
+}
+
+impl Deref for ReadSetup {
+    type Target = ReadOptions;
+
+    fn deref(&self) -> &ReadOptions {
+        &self.settings
+    }
+}
+
+impl DerefMut for ReadSetup {
+    fn deref_mut(&mut self) -> &mut ReadOptions {
+        &mut self.settings
     }
 }
 
@@ -101,11 +129,13 @@ impl ReadOptions {
         }
     }
 
-    /// These options with the reads run on `pool` (with `threads` 0, a gather uses
+    /// These settings with the reads run on `pool` (with `threads` 0, a gather uses
     /// the caller and every worker of `pool`).
-    pub fn with_pool(mut self, pool: impl Into<PoolHandle>) -> Self {
-        self.pool = pool.into();
-        self
+    pub fn with_pool(self, pool: impl Into<PoolHandle>) -> ReadSetup {
+        ReadSetup {
+            settings: self,
+            pool: pool.into(),
+        }
     }
 
     /// These options with checksum verification on reads turned on (the default) or
@@ -235,7 +265,7 @@ impl ReadOptions {
     }
 
     /// The settings as JSON (what a pickle carries); [`ReadOptions::from_json`]
-    /// reads them back. The pool is not part of them.
+    /// reads them back.
     pub fn to_json(&self) -> String {
         // Every field is a string, number, bool, list or map: this cannot fail.
         serde_json::to_string(self).unwrap_or_default()

@@ -16,7 +16,7 @@ use crate::remote::{fetch_tail, Connector, RemoteSource, TAIL};
 use super::decode::DecodeCtx;
 use super::layout::{check_schema, decode_footer, decode_superblock, TableScan};
 use super::source::check_slot;
-use super::{check_section, Backend, Meta, Opened, ReadOptions, Reader, Source};
+use super::{check_section, Backend, Meta, Opened, ReadSetup, Reader, Source};
 
 impl Reader {
     /// Opens the store behind `conn` in a few ranged GETs: the object's tail
@@ -24,7 +24,7 @@ impl Reader {
     /// its version; then the superblock and whatever metadata the tail missed,
     /// together. The sections are checked exactly as for a local file and kept in
     /// memory.
-    pub(crate) fn open_remote(conn: Connector, opts: &ReadOptions) -> Result<Self> {
+    pub(crate) fn open_remote(conn: Connector, opts: &ReadSetup) -> Result<Self> {
         let url = conn.url.clone();
         let path: &Path = &url;
         let (version, tail) = fetch_tail(&conn)?;
