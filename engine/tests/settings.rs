@@ -93,7 +93,10 @@ fn bad_settings_built_in_rust_fail_every_open_with_the_typed_error() {
     let mut edge = ReadOptions::with_backend(Backend::Uring);
     edge.queue_depth = 256;
     edge.remote.in_flight = 1024;
-    Store::open(&path, edge).expect("valid at the bounds");
+    Store::open(&path, edge.clone()).expect("valid at the bounds");
+    // Past the bounds is refused, not clamped (a queue depth of 1000 once was).
+    edge.queue_depth = 1000;
+    assert!(Store::open(&path, edge).is_err());
 }
 
 #[test]
