@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs a built wheel into a fresh virtual environment where no Rust toolchain is
+# reachable (PATH holds only the venv and the system directories, and cargo/rustc
+# are checked to be absent), then writes a store, gathers from it, packs it and runs
+# the `zring` command: what a user who `pip install`s the wheel gets.
+#
+#   bash scripts/test_wheel_install.sh dist/zring-*.whl
+set -euo pipefail
+WHEEL=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+python3 -m venv "$WORK/venv"
+# The venv's own interpreter and the system's tools, nothing from ~/.cargo.
+export PATH="$WORK/venv/bin:/usr/bin:/bin"
+unset CARGO_HOME RUSTUP_HOME
+if command -v cargo >/dev/null 2>&1 || command -v rustc >/dev/null 2>&1; then
+  echo "a Rust toolchain is on PATH ($(command -v cargo rustc)); this test needs none" >&2
+  exit 1
+fi
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet "$WHEEL"
+cd "$WORK"
+python - <<'PY'
+import numpy as np
+import zring
+
+with zring.DenseWriter("labels.zr", "int64", ()) as w:
+    w.append(np.arange(1000, dtype=np.int64))
+labels = zring.DenseStore("labels.zr")
+assert (labels[[7, 999, 0]] == [7, 999, 0]).all()
+
+with zring.RaggedWriter("tokens.zr", "int32", 1) as w:
+    for n in range(1, 200):
+        w.append([np.full(n, n, dtype=np.int32)])
+with zring.pack("tokens.zr", 128, rows=4) as packed:
+    batch = next(packed)
+assert batch["tokens"].shape == (4, 128)
+print("zring", zring.__version__, "installed and working without a Rust toolchain")
+PY
+zring --help >/dev/null
+echo "the zring command runs"
