@@ -15,6 +15,9 @@
 #   ZRING_FRESH_VENV=1. PyPI's Linux torch is the CUDA build (~4 GB with its nvidia-*
 #   wheels: measured 1.5 min with uv on a fresh machine, 8.7 min with pip); it runs
 #   on CPU.
+# - A second virtual environment, $ZRING_BUILD_VENV (default ~/.cache/zring/build-venv),
+#   with maturin, ziglang and auditwheel, in which scripts/build_wheel.sh builds the
+#   manylinux2014 wheel that the tests then install.
 #
 # To add a Python test dependency, add a line to python/requirements-test.txt. To add
 # a step, add a `step "name"` line followed by its commands; every step is timed.
@@ -146,11 +149,16 @@ if [ "${ZRING_FRESH_VENV:-0}" = 1 ] || [ "$(cat "$VENV/.zring-stamp" 2>/dev/null
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(maturin|numpy|ml.dtypes|torch|jax|jaxlib|pytest) '
 
-step "python: build the abi3 wheel (maturin build --release)"
+step "python: build the manylinux2014 abi3 wheel (scripts/build_wheel.sh: maturin with zig, checked by auditwheel)"
+# The wheel that is tested is the one people install: linked by zig against glibc
+# 2.17, its tag checked by auditwheel.
 rm -rf python/target/wheels
-(cd python && "$VENV/bin/maturin" build --release --quiet --interpreter "$VENV/bin/python")
-WHEEL=$(ls python/target/wheels/zring-*-abi3-*.whl)
+bash scripts/build_wheel.sh python/target/wheels
+WHEEL=$(ls python/target/wheels/zring-*-abi3-*manylinux*.whl)
 echo "$WHEEL"
+
+step "python: the wheel installs and works where no Rust toolchain is (scripts/test_wheel_install.sh)"
+bash scripts/test_wheel_install.sh "$WHEEL"
 
 step "python: install the wheel into the virtual environment"
 "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$WHEEL"
