@@ -119,4 +119,28 @@ fn main() {
         "big_dims",
         &[0b0000, 2, 1, 4, 0, 4, 255, 0, 0, 1, 0],
     );
+
+    // dataset_manifest: a mode byte (0 manifest.json, 1 the version file, 2 both)
+    // then the template dataset's own manifest; and the same manifest naming the
+    // valid stores just outside the dataset directory, which must not open.
+    let manifest = fs::read(zring_fuzz::dataset_template().join("manifest.json"))
+        .expect("reading the template manifest");
+    for mode in 0u8..3 {
+        let mut seed = vec![mode];
+        seed.extend_from_slice(&manifest);
+        put("dataset_manifest", &format!("template_{mode}"), &seed);
+    }
+    let text = String::from_utf8_lossy(&manifest).into_owned();
+    if let Some(first) = text.split('"').find(|s| s.ends_with(".zr")) {
+        let outside = text.replacen(first, "../outside_tokens.zr", 1);
+        let mut seed = vec![2u8];
+        seed.extend_from_slice(outside.as_bytes());
+        put("dataset_manifest", "outside", &seed);
+    }
+    // Mode 3: store names, one a line, under a correct checksum.
+    put(
+        "dataset_manifest",
+        "names_outside",
+        b"\x03../outside_tokens.zr\n../outside_label.zr\n/etc/passwd\nshards/../../x.zr",
+    );
 }

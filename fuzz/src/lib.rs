@@ -240,3 +240,48 @@ pub fn reseal(file: &mut [u8]) {
     let sum = checksum(&file[footer..len - 8]);
     file[len - 8..].copy_from_slice(&sum.to_le_bytes());
 }
+
+/// A small published dataset (fields `tokens` ragged i32 and `label` dense i64, two
+/// shards of 3 and 2 records) in its own scratch directory, and a valid store
+/// beside it, outside it: a manifest naming that store must not open. Returns the
+/// dataset directory; its manifests are what `dataset_manifest` overwrites.
+pub fn dataset_template() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = scratch("dataset");
+        let fields = vec![
+            ("tokens".to_string(), Schema::ragged(DType::I32, 1)),
+            ("label".to_string(), Schema::dense(DType::I64, &[])),
+        ];
+        let mut b = zring_engine::dataset::DatasetBuilder::create(&dir, fields, false)
+            .expect("creating the template dataset");
+        for records in [3u64, 2] {
+            let paths = b.shard_paths(b.added());
+            write_field_stores(&paths, records);
+            b.add_shard(records).expect("adding a template shard");
+        }
+        b.publish().expect("publishing the template dataset");
+        write_field_stores(
+            &[scratch("outside_tokens.zr"), scratch("outside_label.zr")],
+            2,
+        );
+        dir
+    })
+}
+
+fn write_field_stores(paths: &[PathBuf], records: u64) {
+    let opts = WriteOptions::default();
+    let mut t = Writer::create(&paths[0], Schema::ragged(DType::I32, 1), opts.clone())
+        .expect("creating a template store");
+    let mut l = Writer::create(&paths[1], Schema::dense(DType::I64, &[]), opts)
+        .expect("creating a template store");
+    let values: Vec<u8> = (0..records as i32).flat_map(|v| v.to_le_bytes()).collect();
+    let cu: Vec<u64> = (0..=records).collect();
+    let shapes = vec![1u32; records as usize];
+    t.append_ragged(&values, &cu, &shapes)
+        .expect("writing template tokens");
+    let labels: Vec<u8> = (0..records as i64).flat_map(|v| v.to_le_bytes()).collect();
+    l.append_dense(&labels).expect("writing template labels");
+    t.close().expect("closing a template store");
+    l.close().expect("closing a template store");
+}
