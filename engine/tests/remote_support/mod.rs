@@ -230,6 +230,31 @@ pub struct Server {
     pub stop: AtomicBool,
     /// Wait this many milliseconds before answering each GET.
     pub delay_ms: AtomicU64,
+    /// Answer the next GETs with these statuses, one each, in order (with S3's XML
+    /// error body: `SlowDown` for 503, `InternalError` for 500, `AccessDenied` for 403).
+    pub fail_with: Mutex<Vec<u16>>,
+    /// Answer every GET with this status while it is not 0.
+    pub fail_always: AtomicU64,
+    /// For the next N GETs, promise the whole range (Content-Length) but send only
+    /// half of it, then close the connection.
+    pub short_next: AtomicUsize,
+}
+
+/// An S3-style error response for `code`.
+fn s3_error(code: u16) -> String {
+    let (reason, s3) = match code {
+        403 => ("Forbidden", "AccessDenied"),
+        500 => ("Internal Server Error", "InternalError"),
+        503 => ("Service Unavailable", "SlowDown"),
+        _ => ("Error", "InternalError"),
+    };
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{s3}</Code><Message>{reason}</Message></Error>"
+    );
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// Serves the files of `root` on 127.0.0.1 (GET and HEAD, byte ranges, ETags).
@@ -301,7 +326,17 @@ pub fn handle(conn: TcpStream, root: &Path, s: &Server) {
                     out.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
                 continue;
             }
+            let queued = {
+                let mut q = s.fail_with.lock().expect("lock");
+                (!q.is_empty()).then(|| q.remove(0))
+            };
+            let always = s.fail_always.load(Ordering::SeqCst) as u16;
+            if let Some(code) = queued.or((always != 0).then_some(always)) {
+                let _ = out.write_all(s3_error(code).as_bytes());
+                continue;
+            }
         }
+        let short = method == "GET" && take_one(&s.short_next);
         let path = root.join(target.trim_start_matches('/'));
         let Ok(body) = std::fs::read(&path) else {
             let _ = out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
@@ -345,10 +380,21 @@ pub fn handle(conn: TcpStream, root: &Path, s: &Server) {
         if out.write_all(head.as_bytes()).is_err() {
             return;
         }
+        if short {
+            let half = lo as usize + (hi - lo) as usize / 2;
+            let _ = out.write_all(&body[lo as usize..half]);
+            return;
+        }
         if method == "GET" && out.write_all(&body[lo as usize..hi as usize]).is_err() {
             return;
         }
     }
+}
+
+/// Takes one from a countdown; false once it is 0.
+fn take_one(n: &AtomicUsize) -> bool {
+    n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |x| x.checked_sub(1))
+        .is_ok()
 }
 
 pub fn quick_retries() -> RemoteOptions {

@@ -1,0 +1,143 @@
+//! The remote path under server faults, over HTTP on 127.0.0.1 (object_store's real
+//! HTTP client and retry settings, the range server of `remote_support`): transient
+//! 500 and 503 `SlowDown` answers are retried and the right bytes come back;
+//! persistent 500, 503 and 403 answers are errors naming the URL, in bounded time; a
+//! body cut short is retried or an error, never wrong bytes; an object replaced
+//! between two gathers is detected.
+
+#![cfg(feature = "remote")]
+
+mod common;
+mod remote_support;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use remote_support::*;
+use zring_engine::remote::RemoteOptions;
+use zring_engine::{Codec, Error, ReadOptions, Store};
+
+/// A dense store served over HTTP, opened with fast retries.
+fn served() -> (
+    Fixture,
+    tempfile::TempDir,
+    String,
+    std::sync::Arc<Server>,
+    Store,
+) {
+    let d = fixture_dense(Codec::Raw, 300, 200);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
+    let (base, server) = serve(root.path().to_path_buf());
+    let url = format!("{base}/d.zr");
+    let opts = ReadOptions {
+        remote: RemoteOptions {
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(10),
+            ..quick_retries()
+        },
+        ..ReadOptions::default()
+    };
+    let s = Store::open(&url, opts).expect("open over http");
+    (d, root, url, server, s)
+}
+
+fn requests(server: &Server) -> usize {
+    server.seen.lock().expect("lock").len()
+}
+
+#[test]
+fn transient_500_and_503_slowdown_are_retried_and_return_the_right_bytes() {
+    let (d, _root, _url, server, s) = served();
+    let idx = batch(300, 40, 7);
+    let want = d.local.gather_vec(&idx).expect("local");
+    for code in [500u16, 503] {
+        *server.fail_with.lock().expect("lock") = vec![code, code];
+        let before = requests(&server);
+        assert_eq!(s.gather_vec(&idx).expect("gather after faults"), want);
+        assert!(server.fail_with.lock().expect("lock").is_empty());
+        let made = requests(&server) - before;
+        assert!(made >= 3, "{code}: {made} requests for a GET failed twice");
+    }
+}
+
+#[test]
+fn persistent_500_503_and_403_are_errors_naming_the_url_in_bounded_time() {
+    let (d, _root, url, server, s) = served();
+    for code in [500u64, 503, 403] {
+        server.fail_always.store(code, Ordering::SeqCst);
+        let started = Instant::now();
+        let before = requests(&server);
+        match s.gather_vec(&[1, 2]) {
+            Err(err @ Error::Remote { kind, .. }) => {
+                assert!(err.to_string().contains(&url), "{code}: {err}");
+                let made = requests(&server) - before;
+                if code == 403 {
+                    // Refused credentials are not retried.
+                    assert_eq!(kind, std::io::ErrorKind::PermissionDenied);
+                    assert_eq!(made, 1, "403 asked {made} times");
+                } else {
+                    // Retried up to max_retries, then given up.
+                    assert_eq!(made, 4, "{code} asked {made} times");
+                }
+            }
+            other => panic!("{code}: expected a remote error, got {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{code}: took {:?}",
+            started.elapsed()
+        );
+    }
+    // Once the server recovers, the same store reads again.
+    server.fail_always.store(0, Ordering::SeqCst);
+    assert_eq!(
+        s.gather_vec(&[1, 2]).expect("gather"),
+        d.local.gather_vec(&[1, 2]).expect("local")
+    );
+}
+
+#[test]
+fn a_short_body_is_retried_or_an_error_never_wrong_bytes() {
+    let (d, _root, url, server, s) = served();
+    let idx = batch(300, 40, 3);
+    let want = d.local.gather_vec(&idx).expect("local");
+    // One body cut short (Content-Length promised, half sent, then close): the GET
+    // is retried and the right bytes come back.
+    server.short_next.store(1, Ordering::SeqCst);
+    let before = requests(&server);
+    assert_eq!(s.gather_vec(&idx).expect("gather after a cut body"), want);
+    assert_eq!(server.short_next.load(Ordering::SeqCst), 0);
+    assert!(requests(&server) - before >= 2);
+    // Every body cut: an error naming the URL, in bounded time.
+    server.short_next.store(1000, Ordering::SeqCst);
+    let started = Instant::now();
+    match s.gather_vec(&idx) {
+        Err(err @ Error::Remote { .. }) => assert!(err.to_string().contains(&url), "{err}"),
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(20));
+    server.short_next.store(0, Ordering::SeqCst);
+    assert_eq!(s.gather_vec(&idx).expect("gather"), want);
+}
+
+#[test]
+fn an_object_replaced_between_gathers_over_http_is_detected() {
+    let (d, root, url, _server, s) = served();
+    assert_eq!(
+        s.gather_vec(&[1]).expect("gather"),
+        d.local.gather_vec(&[1]).expect("local")
+    );
+    // Same length, other bytes: only the ETag can tell.
+    let mut other = d.bytes.clone();
+    for b in other.iter_mut().take(64) {
+        *b = b.wrapping_add(1);
+    }
+    std::fs::write(root.path().join("d.zr"), &other).expect("replace");
+    match s.gather_vec(&[2, 3]) {
+        Err(err @ Error::ObjectChanged { .. }) => {
+            assert!(err.to_string().contains(&url), "{err}")
+        }
+        other => panic!("expected ObjectChanged, got {other:?}"),
+    }
+}
