@@ -141,3 +141,85 @@ fn an_object_replaced_between_gathers_over_http_is_detected() {
         other => panic!("expected ObjectChanged, got {other:?}"),
     }
 }
+
+/// Every cache entry file under `dir` (`DIR/v2/KEY/CHUNK`).
+fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for key in std::fs::read_dir(dir.join("v2"))
+        .expect("cache dir")
+        .flatten()
+    {
+        for f in std::fs::read_dir(key.path()).expect("key dir").flatten() {
+            if !f.file_name().to_string_lossy().starts_with('.') {
+                out.push(f.path());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn damaged_or_truncated_cache_entries_are_fetched_again_never_served() {
+    use zring_engine::remote::{CacheOptions, WholeObjects};
+    let d = fixture_dense(Codec::Raw, 300, 200);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
+    let (base, server) = serve(root.path().to_path_buf());
+    let cache = tempfile::tempdir().expect("cache");
+    let opts = ReadOptions {
+        remote: RemoteOptions {
+            cache: Some(CacheOptions {
+                dir: cache.path().to_path_buf(),
+                max_bytes: 1 << 30,
+                chunk_bytes: 16 << 10,
+                whole: WholeObjects::Never,
+            }),
+            ..quick_retries()
+        },
+        ..ReadOptions::default()
+    };
+    let s = Store::open(&format!("{base}/d.zr"), opts).expect("open");
+    let all: Vec<u64> = (0..300).collect();
+    let want = d.local.gather_vec(&all).expect("local");
+    assert_eq!(s.gather_vec(&all).expect("fill the cache"), want);
+    let before = requests(&server);
+    assert_eq!(s.gather_vec(&all).expect("hit"), want);
+    assert_eq!(requests(&server), before, "a warm cache asks nothing");
+    let entries = cache_entries(cache.path());
+    assert!(entries.len() > 1, "{} entries", entries.len());
+
+    // Flip bytes in the middle of each entry's data: every block read is checked.
+    for e in &entries {
+        let mut bytes = std::fs::read(e).expect("read entry");
+        let mid = bytes.len() / 3;
+        bytes[mid] ^= 0xff;
+        bytes[mid + 1] ^= 0x55;
+        std::fs::write(e, &bytes).expect("damage entry");
+    }
+    let before = requests(&server);
+    assert_eq!(s.gather_vec(&all).expect("after damage"), want);
+    assert!(
+        requests(&server) > before,
+        "damaged entries were fetched again"
+    );
+
+    // Truncate each entry: its length tells.
+    for e in &cache_entries(cache.path()) {
+        let len = std::fs::metadata(e).expect("meta").len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(e)
+            .expect("open entry");
+        f.set_len(len / 2).expect("truncate");
+    }
+    let before = requests(&server);
+    assert_eq!(s.gather_vec(&all).expect("after truncation"), want);
+    assert!(
+        requests(&server) > before,
+        "truncated entries were fetched again"
+    );
+    // And the cache is whole again: no requests.
+    let before = requests(&server);
+    assert_eq!(s.gather_vec(&all).expect("hit"), want);
+    assert_eq!(requests(&server), before);
+}
