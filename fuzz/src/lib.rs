@@ -204,7 +204,7 @@ pub fn reseal(file: &mut [u8]) {
     };
     let inside = |offset: u64, n: u64| -> Option<std::ops::Range<usize>> {
         let end = offset.checked_add(n)?;
-        (end <= footer as u64).then(|| offset as usize..end as usize)
+        (end <= footer as u64).then_some(offset as usize..end as usize)
     };
     // Records first (their checksums live in the table, which is hashed next).
     let table = 32 + 24 * 3;
@@ -260,7 +260,21 @@ pub fn dataset_template() -> &'static Path {
             write_field_stores(&paths, records);
             b.add_shard(records).expect("adding a template shard");
         }
-        b.publish().expect("publishing the template dataset");
+        let mut manifest = b.publish().expect("publishing the template dataset");
+        // Published store names carry a random tag; fixed names keep the seeds'
+        // manifests (written by make_seeds in another process) naming real files.
+        for (s, shard) in manifest.shards.iter_mut().enumerate() {
+            for (f, file) in shard.files.iter_mut().enumerate() {
+                let name = format!("data/s{s}f{f}.zr");
+                std::fs::rename(dir.join(&*file), dir.join(&name))
+                    .expect("renaming a template store");
+                *file = name;
+            }
+        }
+        let json = manifest.to_json();
+        std::fs::write(dir.join("manifest.json"), &json).expect("writing the template manifest");
+        std::fs::write(zring_engine::dataset::version_path(&dir, 1), &json)
+            .expect("writing the template manifest");
         write_field_stores(
             &[scratch("outside_tokens.zr"), scratch("outside_label.zr")],
             2,
