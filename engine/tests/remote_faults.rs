@@ -223,3 +223,47 @@ fn damaged_or_truncated_cache_entries_are_fetched_again_never_served() {
     assert_eq!(s.gather_vec(&all).expect("hit"), want);
     assert_eq!(requests(&server), before);
 }
+
+#[test]
+fn an_object_replaced_during_a_gather_fails_the_batch_never_mixes_it() {
+    let d = fixture_dense(Codec::Raw, 300, 200);
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
+    let (base, server) = serve(root.path().to_path_buf());
+    let url = format!("{base}/d.zr");
+    // Small requests, one at a time, each answered slowly: one gather spans many GETs.
+    let opts = ReadOptions {
+        remote: RemoteOptions {
+            max_gap: 0,
+            max_request: 4 << 10,
+            in_flight: 1,
+            ..quick_retries()
+        },
+        ..ReadOptions::default()
+    };
+    let s = Store::open(&url, opts).expect("open");
+    let all: Vec<u64> = (0..300).collect();
+    server.delay_ms.store(20, Ordering::SeqCst);
+    // Same length, other bytes (the ETag changes), written mid-gather.
+    let mut other = d.bytes.clone();
+    for b in other.iter_mut().take(64) {
+        *b = b.wrapping_add(1);
+    }
+    let path = root.path().join("d.zr");
+    let before = requests(&server);
+    let swap = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::write(path, &other).expect("replace");
+    });
+    let got = s.gather_vec(&all);
+    swap.join().expect("swap");
+    // The first GETs read the old bytes, a later one met the new object.
+    let made = requests(&server) - before;
+    assert!(made >= 2, "{made} requests; {got:?}");
+    match got {
+        Err(err @ Error::ObjectChanged { .. }) => {
+            assert!(err.to_string().contains(&url), "{err}")
+        }
+        other => panic!("expected ObjectChanged, got {other:?}"),
+    }
+}
