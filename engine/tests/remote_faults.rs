@@ -178,7 +178,7 @@ fn damaged_or_truncated_cache_entries_are_fetched_again_never_served() {
         },
         ..ReadOptions::default()
     };
-    let s = Store::open(&format!("{base}/d.zr"), opts).expect("open");
+    let s = Store::open(format!("{base}/d.zr"), opts).expect("open");
     let all: Vec<u64> = (0..300).collect();
     let want = d.local.gather_vec(&all).expect("local");
     assert_eq!(s.gather_vec(&all).expect("fill the cache"), want);
