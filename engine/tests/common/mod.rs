@@ -457,3 +457,25 @@ pub fn assert_served_by(store: &Store, asked: Backend, records: u64) {
         "records served by (pread, mmap, uring) with backend {asked}"
     );
 }
+
+/// A dataset at `dir/ds`: one field, `label` (int64), `shards` shards of 5 records,
+/// record `i` holding `i`.
+pub fn label_dataset_of(dir: &Path, shards: usize) -> PathBuf {
+    use zring_engine::dataset::DatasetBuilder;
+    let path = dir.join("ds");
+    let schema = Schema::dense(DType::I64, &[]);
+    let fields = vec![("label".to_string(), schema.clone())];
+    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
+    for shard in 0..shards {
+        let files = b.shard_paths(shard);
+        let mut w =
+            Writer::create(&files[0], schema.clone(), WriteOptions::default()).expect("writer");
+        let first = 5 * shard as i64;
+        let labels: Vec<u8> = (first..first + 5).flat_map(i64::to_le_bytes).collect();
+        w.append_dense(&labels).expect("append");
+        w.close().expect("close");
+        b.add_shard(5).expect("shard");
+    }
+    b.publish().expect("publish");
+    path
+}

@@ -409,27 +409,7 @@ pub fn quick_retries() -> RemoteOptions {
 // A small dataset on disk.
 
 /// A dataset at `dir/ds`: one field, `label` (int64), in 3 shards of 5 records, record
-/// `i` holding `i`.
+/// `i` holding `i` (`common::label_dataset_of`).
 pub fn label_dataset(dir: &Path) -> PathBuf {
-    use zring_engine::dataset::DatasetBuilder;
-    let path = dir.join("ds");
-    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
-    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
-    for shard in 0..3i64 {
-        let files = b.shard_paths(shard as usize);
-        let mut w = Writer::create(
-            &files[0],
-            Schema::dense(DType::I64, &[]),
-            WriteOptions::default(),
-        )
-        .expect("writer");
-        let labels: Vec<u8> = (0..5i64)
-            .flat_map(|x| (x + 5 * shard).to_le_bytes())
-            .collect();
-        w.append_dense(&labels).expect("append");
-        w.close().expect("close");
-        b.add_shard(5).expect("shard");
-    }
-    b.publish().expect("publish");
-    path
+    crate::common::label_dataset_of(dir, 3)
 }

@@ -6,28 +6,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use zring_engine::dataset::{version_path, DatasetBuilder, Manifest};
-use zring_engine::{DType, Error, Schema, WriteOptions, Writer};
+use zring_engine::dataset::{version_path, Manifest};
+use zring_engine::Error;
 
-/// A dataset at `root/ds`: one field, `label` (int64), 2 shards of 5 records.
+/// A dataset at `root/ds`: one field, `label` (int64), 2 shards of 5 records
+/// (`common::label_dataset_of`).
 pub fn label_dataset(root: &Path) -> PathBuf {
-    let path = root.join("ds");
-    let schema = Schema::dense(DType::I64, &[]);
-    let fields = vec![("label".to_string(), schema.clone())];
-    let mut b = DatasetBuilder::create(&path, fields, false).expect("builder");
-    for shard in 0..2i64 {
-        let files = b.shard_paths(shard as usize);
-        let mut w =
-            Writer::create(&files[0], schema.clone(), WriteOptions::default()).expect("writer");
-        let labels: Vec<u8> = (0..5i64)
-            .flat_map(|x| (x + 5 * shard).to_le_bytes())
-            .collect();
-        w.append_dense(&labels).expect("append");
-        w.close().expect("close");
-        b.add_shard(5).expect("shard");
-    }
-    b.publish().expect("publish");
-    path
+    crate::common::label_dataset_of(root, 2)
 }
 
 /// The dataset's current manifest.
