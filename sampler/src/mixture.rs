@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::BadValue;
 use crate::hash::{derive, TAG_MIXTURE};
+use crate::sampler::check_shard;
 use crate::{Mode, Sampler, SamplerError};
 
 /// The largest period: quotas are exact to `1 / MAX_PERIOD` of the total.
@@ -298,18 +299,7 @@ impl MixtureSampler {
     /// The same stream restricted to `rank`'s slice of every global batch (as
     /// [`Sampler::shard`]).
     pub fn shard(self, rank: usize, world: usize) -> Result<Self, SamplerError> {
-        if world == 0 {
-            return Err(SamplerError::ZeroWorld);
-        }
-        if rank >= world {
-            return Err(SamplerError::RankOutOfRange { rank, world });
-        }
-        if self.batch % world != 0 {
-            return Err(SamplerError::BatchNotDivisible {
-                batch: self.batch,
-                world,
-            });
-        }
+        check_shard(self.batch, rank, world)?;
         Ok(Self {
             rank,
             world,

@@ -51,18 +51,7 @@ impl Sampler {
     /// Sharding is always relative to the global batch: calling it on a
     /// sharded sampler replaces the old shard. The step counter is kept.
     pub fn shard(self, rank: usize, world: usize) -> Result<Self, SamplerError> {
-        if world == 0 {
-            return Err(SamplerError::ZeroWorld);
-        }
-        if rank >= world {
-            return Err(SamplerError::RankOutOfRange { rank, world });
-        }
-        if self.batch % world != 0 {
-            return Err(SamplerError::BatchNotDivisible {
-                batch: self.batch,
-                world,
-            });
-        }
+        check_shard(self.batch, rank, world)?;
         Ok(Self {
             rank,
             world,
@@ -183,6 +172,21 @@ impl Sampler {
     fn advance(&mut self) {
         self.step = self.step.wrapping_add(1);
     }
+}
+
+/// Whether `rank` of `world` can take an equal slice of a global batch of
+/// `batch`: the one rule every sharded stream of the crate follows.
+pub(crate) fn check_shard(batch: usize, rank: usize, world: usize) -> Result<(), SamplerError> {
+    if world == 0 {
+        return Err(SamplerError::ZeroWorld);
+    }
+    if rank >= world {
+        return Err(SamplerError::RankOutOfRange { rank, world });
+    }
+    if batch % world != 0 {
+        return Err(SamplerError::BatchNotDivisible { batch, world });
+    }
+    Ok(())
 }
 
 /// An endless stream of this rank's batches, starting at [`Sampler::step`].

@@ -1,10 +1,10 @@
 //! Packed batches read from ragged token records: a mixture (or one source)
-//! gives the stream, the [`Packer`] plans, one ragged gather per source fetches,
-//! [`assemble`] lays out.
+//! gives the stream, the [`Packer`] plans, one ragged gather through a `Concat` of
+//! the sources fetches, [`assemble`] lays out.
 
 use std::sync::Arc;
 
-use zring_engine::{DType, Layout, Never, RaggedLayout, Records};
+use zring_engine::{Concat, DType, Layout, Never, RaggedLayout, Records};
 use zring_sampler::Mixture;
 
 use super::assemble::assemble_with;
@@ -46,7 +46,10 @@ token!(i64, DType::I64);
 
 /// Packed batches of tokens from one or more ragged, one-dimensional sources.
 pub struct PackedReader<T: Token> {
-    sources: Vec<Arc<dyn Records>>,
+    /// The sources read as one: a mixture's pick of source `s`, record `r` is
+    /// record `start(s) + r` of the concatenation, which splits each gather by
+    /// source itself.
+    sources: Concat,
     mixture: Mixture,
     packer: Packer,
     pad: T,
@@ -54,8 +57,8 @@ pub struct PackedReader<T: Token> {
     lengths_from: u64,
     lengths: Vec<u64>,
     layout: RaggedLayout,
-    /// Each source's gathered bytes, reused from batch to batch.
-    bytes: Vec<Vec<u8>>,
+    /// The gathered bytes, reused from batch to batch.
+    bytes: Vec<u8>,
 }
 
 impl<T: Token> PackedReader<T> {
@@ -94,7 +97,7 @@ impl<T: Token> PackedReader<T> {
             }
         }
         Ok(Self {
-            sources,
+            sources: Concat::new(sources)?,
             mixture,
             packer,
             pad,
@@ -117,46 +120,36 @@ impl<T: Token> PackedReader<T> {
             let this = &mut *self;
             packer.next_plan(|position| this.length(position))?
         };
-        // Gather each source's sequences, then put them in the plan's order.
-        let positions = plan.positions();
-        let picks = positions
-            .iter()
-            .map(|&p| self.mixture.pick(p))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let itemsize = T::DTYPE.itemsize();
-        // Each sequence's source and byte range in that source's gather.
-        let mut seq: Vec<(usize, usize, usize)> = vec![(0, 0, 0); picks.len()];
-        self.bytes.resize_with(self.sources.len(), Vec::new);
-        for (s, source) in self.sources.iter().enumerate() {
-            let (slots, records): (Vec<usize>, Vec<u64>) = picks
-                .iter()
-                .enumerate()
-                .filter(|(_, pick)| pick.source == s)
-                .map(|(k, pick)| (k, pick.record))
-                .unzip();
-            if records.is_empty() {
-                continue;
-            }
-            source.ragged_layout_into(&records, &mut self.layout)?;
-            let bytes = &mut self.bytes[s];
-            bytes.resize(self.layout.values_bytes, 0);
-            source.gather_ragged_until(&records, &self.layout, bytes, &Never)?;
-            for (j, &k) in slots.iter().enumerate() {
-                let (a, b) = (self.layout.cu_seqlens[j], self.layout.cu_seqlens[j + 1]);
-                seq[k] = (s, a as usize * itemsize, b as usize * itemsize);
-            }
-        }
+        // One ragged gather of the plan's sequences, in the plan's order.
+        let indices = self.indices(plan.positions())?;
+        self.sources
+            .ragged_layout_into(&indices, &mut self.layout)?;
+        self.bytes.resize(self.layout.values_bytes, 0);
+        self.sources
+            .gather_ragged_until(&indices, &self.layout, &mut self.bytes, &Never)?;
         // One pass: each piece's bytes converted straight into the batch.
-        let bytes = &self.bytes;
+        let itemsize = T::DTYPE.itemsize();
+        let (bytes, cu) = (&self.bytes, &self.layout.cu_seqlens);
         let batch = assemble_with(&plan, self.pad, |k, piece, tokens| {
-            let (s, a, _) = seq[k];
-            let from = a + piece.start as usize * itemsize;
+            let from = (cu[k] + piece.start) as usize * itemsize;
             let to = from + piece.len as usize * itemsize;
-            tokens.extend(bytes[s][from..to].chunks_exact(itemsize).map(T::from_le));
+            tokens.extend(bytes[from..to].chunks_exact(itemsize).map(T::from_le));
             Ok(())
         })?;
         self.packer = packer;
         Ok(batch)
+    }
+
+    /// The concatenation's index of each stream position.
+    fn indices(&self, positions: impl IntoIterator<Item = u64>) -> Result<Vec<u64>> {
+        positions
+            .into_iter()
+            .map(|p| {
+                let pick = self.mixture.pick(p)?;
+                // `Concat::new` took one part per mixture source: the start exists.
+                Ok(self.sources.start(pick.source).unwrap_or(0) + pick.record)
+            })
+            .collect()
     }
 
     /// The length of the sequence at stream `position`, read a chunk at a time.
@@ -169,26 +162,15 @@ impl<T: Token> PackedReader<T> {
     }
 
     fn load_lengths(&mut self, from: u64) -> Result<()> {
-        let mut picks = Vec::with_capacity(LENGTH_CHUNK as usize);
-        for p in from..from.saturating_add(LENGTH_CHUNK) {
-            picks.push(self.mixture.pick(p)?);
-        }
-        self.lengths = vec![0; picks.len()];
-        for (s, source) in self.sources.iter().enumerate() {
-            let (slots, records): (Vec<usize>, Vec<u64>) = picks
-                .iter()
-                .enumerate()
-                .filter(|(_, pick)| pick.source == s)
-                .map(|(k, pick)| (k, pick.record))
-                .unzip();
-            if records.is_empty() {
-                continue;
-            }
-            source.ragged_layout_into(&records, &mut self.layout)?;
-            for (j, &k) in slots.iter().enumerate() {
-                self.lengths[k] = self.layout.cu_seqlens[j + 1] - self.layout.cu_seqlens[j];
-            }
-        }
+        let indices = self.indices(from..from.saturating_add(LENGTH_CHUNK))?;
+        self.sources
+            .ragged_layout_into(&indices, &mut self.layout)?;
+        self.lengths = self
+            .layout
+            .cu_seqlens
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
         self.lengths_from = from;
         Ok(())
     }
