@@ -82,6 +82,7 @@ pub use once::{ForkOnce, InChild};
 pub use oneshot::{
     channel as oneshot_channel, Receiver as OneshotReceiver, Sender as OneshotSender,
 };
+pub use process::generation as fork_generation;
 
 // Test seams: fault injection into the write path's file-system operations and into
 // reads. Not for production use.

@@ -8,34 +8,35 @@ use std::io;
 
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError};
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
 use zring_engine::{Error, ManifestProblem};
 
-/// One exception class of `zring._errors`, imported on first use.
+/// One exception class of `zring._errors`, looked up each time an error is raised.
+/// Not cached in a once cell: a child forked while another thread was filling one
+/// (an import can release the GIL midway) would wait forever for a filler it does
+/// not have, and errors are not a hot path.
 pub struct Exc {
     name: &'static str,
-    cell: PyOnceLock<Py<PyType>>,
 }
 
 impl Exc {
     const fn new(name: &'static str) -> Self {
-        Self {
-            name,
-            cell: PyOnceLock::new(),
-        }
+        Self { name }
     }
 
     /// The class object.
-    pub fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyType>> {
-        self.cell.import(py, "zring._errors", self.name)
+    pub fn get<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyType>> {
+        Ok(py
+            .import("zring._errors")?
+            .getattr(self.name)?
+            .cast_into::<PyType>()?)
     }
 
     /// An error of this class with `msg`.
     pub fn err(&self, py: Python<'_>, msg: impl Into<String>) -> PyErr {
         let msg = msg.into();
         match self.get(py) {
-            Ok(ty) => PyErr::from_type(ty.clone(), msg),
+            Ok(ty) => PyErr::from_type(ty, msg),
             // Only if the pure-Python half of the package is missing.
             Err(e) => PyRuntimeError::new_err(format!("{msg} (and zring._errors failed: {e})")),
         }
@@ -111,7 +112,7 @@ pub fn os_error(py: Python<'_>, source: &io::Error, msg: String) -> PyErr {
 
 fn with_errno(py: Python<'_>, class: &Exc, errno: Option<i32>, msg: String) -> PyErr {
     let ty = match class.get(py) {
-        Ok(ty) => ty.clone(),
+        Ok(ty) => ty,
         Err(e) => return e,
     };
     match errno {

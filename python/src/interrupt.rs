@@ -18,11 +18,12 @@
 //! work is one engine call as before.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
+use zring_platform::fork_generation;
 
 /// How long one append slice should take: appends start threads and wait for the
 /// slowest at the end of every call, so they pay more per slice than reads.
@@ -208,22 +209,37 @@ fn slice_end(start: usize, n: usize, target: u64, cost: impl Fn(usize) -> u64) -
 
 /// Whether this is the thread Python runs signal handlers in.
 fn on_main_thread(py: Python<'_>) -> bool {
-    static MAIN: PyOnceLock<u64> = PyOnceLock::new();
-    let main = MAIN.get_or_try_init(py, || {
-        py.import("threading")?
-            .call_method0("main_thread")?
-            .getattr("ident")?
-            .extract::<u64>()
-    });
     let me = py
         .import("_thread")
         .and_then(|t| t.call_method0("get_ident"))
         .and_then(|id| id.extract::<u64>());
     // If either cannot be known, slicing is the safe choice: it only adds checks.
-    match (main, me) {
-        (Ok(main), Ok(me)) => *main == me,
+    match (main_thread(py), me) {
+        (Ok(main), Ok(me)) => main == me,
         _ => true,
     }
+}
+
+/// The ident of Python's main thread, looked up once per fork generation (a child
+/// forked from another thread has that thread as its main thread). Two atomics, not
+/// a once cell: a child forked while another thread was filling a once cell (this
+/// lookup imports, so it can release the GIL midway) would wait forever for a filler
+/// it does not have. Threads racing here store the same value.
+fn main_thread(py: Python<'_>) -> PyResult<u64> {
+    static IDENT: AtomicU64 = AtomicU64::new(0);
+    static GENERATION: AtomicU64 = AtomicU64::new(u64::MAX);
+    let generation = fork_generation();
+    if GENERATION.load(Ordering::Acquire) == generation {
+        return Ok(IDENT.load(Ordering::Relaxed));
+    }
+    let ident = py
+        .import("threading")?
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .extract::<u64>()?;
+    IDENT.store(ident, Ordering::Relaxed);
+    GENERATION.store(generation, Ordering::Release);
+    Ok(ident)
 }
 
 /// How often a caller waiting without the GIL looks for signals: well under the
