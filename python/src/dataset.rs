@@ -189,7 +189,7 @@ fn gather_into(
 #[pymethods]
 impl PyDataset {
     #[new]
-    #[pyo3(signature = (path, *, version = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, remote=None, _settings=None)")]
+    #[pyo3(signature = (path, *, version = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None, _settings=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,

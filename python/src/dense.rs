@@ -17,7 +17,7 @@ use crate::store::{check_out, open, StoreBase};
 
 /// A store of fixed-shape records, opened for reading.
 ///
-/// `DenseStore(path, *, backend="auto", verify_checksums=True, threads=0, remote=None)`
+/// `DenseStore(path, *, backend="auto", verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None)`
 ///
 /// - `path`: the store file (`str` or `os.PathLike`), or a URL (`s3://bucket/key`,
 ///   `gs://`, `az://`, `http(s)://`, `file://`) read through the remote path.
@@ -64,7 +64,7 @@ pub struct DenseStore {
 #[pymethods]
 impl DenseStore {
     #[new]
-    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
+    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,

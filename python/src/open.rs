@@ -15,7 +15,7 @@ use crate::store::{open, unpickled, StoreBase};
 /// Opens the store at `path` as a `DenseStore` or a `RaggedStore`, whichever the
 /// file holds.
 ///
-/// `open(path, *, backend="auto", verify_checksums=True, threads=0, remote=None)`
+/// `open(path, *, backend="auto", verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None)`
 /// takes the arguments of `DenseStore` (`path` may be a URL such as
 /// `s3://bucket/key`, read with the `remote` options) and raises its errors (but
 /// never `SchemaError` for the layout).
@@ -29,7 +29,7 @@ use crate::store::{open, unpickled, StoreBase};
 /// ...     print(type(store).__name__, store[1], store.codec)
 /// DenseStore 1 zstd
 #[pyfunction]
-#[pyo3(name = "open", signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
+#[pyo3(name = "open", signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None)")]
 pub fn open_store(
     py: Python<'_>,
     path: PathBuf,

@@ -46,7 +46,7 @@ pub struct RaggedStore {
 #[pymethods]
 impl RaggedStore {
     #[new]
-    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, remote=None)")]
+    #[pyo3(signature = (path, **settings), text_signature = "(path, *, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,

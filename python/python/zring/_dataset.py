@@ -27,9 +27,10 @@ class Dataset(_Dataset):
     """A zring dataset opened at one manifest version.
 
     ``Dataset(path, *, version=None, backend="auto", verify_checksums=True, threads=0,
-    remote=None)`` (or :func:`zring.open_dataset`). ``path`` may be a URL
-    (``s3://bucket/prefix``, ``gs://``, ``az://``, ``http(s)://``, ``file://``);
-    ``remote`` is a dict of remote read options (see docs/remote.md). ``len(ds)``
+    queue_depth=64, direct=False, remote=None)`` (or :func:`zring.open_dataset`).
+    ``path`` may be a URL (``s3://bucket/prefix``, ``gs://``, ``az://``,
+    ``http(s)://``, ``file://``); ``remote`` is a dict of remote read options (see
+    docs/remote.md); the other settings are the stores' (docs/python.md). ``len(ds)``
     records, numbered globally across shards.
 
     - ``ds.gather(idx, fields=None)`` -> ``{name: ndarray | RaggedBatch}`` for the
@@ -70,6 +71,8 @@ class Dataset(_Dataset):
         backend: BackendName = "auto",
         verify_checksums: bool = True,
         threads: int = 0,
+        queue_depth: int = 64,
+        direct: bool = False,
         remote: Mapping[str, Any] | None = None,
     ) -> None:
         # The native constructor opened the dataset and keeps its read settings,
@@ -184,6 +187,8 @@ def open_dataset(
     backend: BackendName = "auto",
     verify_checksums: bool = True,
     threads: int = 0,
+    queue_depth: int = 64,
+    direct: bool = False,
     remote: Mapping[str, Any] | None = None,
 ) -> Dataset:
     """Opens the zring dataset in directory ``path`` (its current manifest, or exactly
@@ -207,5 +212,7 @@ def open_dataset(
         backend=backend,
         verify_checksums=verify_checksums,
         threads=threads,
+        queue_depth=queue_depth,
+        direct=direct,
         remote=remote,
     )

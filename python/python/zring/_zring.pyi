@@ -104,6 +104,8 @@ class DenseStore(_Store):
         backend: BackendName = "auto",
         verify_checksums: bool = True,
         threads: int = 0,
+        queue_depth: int = 64,
+        direct: bool = False,
         remote: Mapping[str, Any] | None = None,
     ) -> Self: ...
     @property
@@ -128,6 +130,8 @@ class RaggedStore(_Store):
         backend: BackendName = "auto",
         verify_checksums: bool = True,
         threads: int = 0,
+        queue_depth: int = 64,
+        direct: bool = False,
         remote: Mapping[str, Any] | None = None,
     ) -> Self: ...
     @property
@@ -361,6 +365,8 @@ class _Dataset:
         backend: BackendName = "auto",
         verify_checksums: bool = True,
         threads: int = 0,
+        queue_depth: int = 64,
+        direct: bool = False,
         remote: Mapping[str, Any] | None = None,
         _settings: str | None = None,
     ) -> Self: ...
@@ -440,6 +446,8 @@ def open(
     backend: BackendName = "auto",
     verify_checksums: bool = True,
     threads: int = 0,
+    queue_depth: int = 64,
+    direct: bool = False,
     remote: Mapping[str, Any] | None = None,
 ) -> DenseStore | RaggedStore: ...
 def train_dict(

@@ -33,6 +33,7 @@ except ImportError as _missing:  # pragma: no cover - depends on the environment
     raise ImportError("zring.ray needs Ray Data: pip install 'ray[data]'") from _missing
 
 from ._dataset import open_dataset
+from ._errors import StoreNotFoundError
 from ._write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy
 from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 from ._zring import open as open_store
@@ -46,11 +47,24 @@ _Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]
 
 __all__ = ["read_zring", "ZringDatasource", "ZringDatasink"]
 
+#: The keyword arguments of :func:`read_zring` that are read settings (passed to
+#: every dataset and store it opens, on the driver and in the read tasks).
+READ_SETTINGS = ("backend", "verify_checksums", "threads", "queue_depth", "direct", "remote")
+
 #: Logical bytes a read task puts in one block (Ray's default target is 128 MiB).
 BLOCK_BYTES = 32 << 20
 
 
 # ---------------------------------------------------------------- reading
+
+
+def _is_url(path: str) -> bool:
+    return "://" in path
+
+
+def _store_name(path: str) -> str:
+    """A store's single field name: its file (or object) name up to the first dot."""
+    return path.rstrip("/").rsplit("/", 1)[-1].split(".")[0]
 
 
 class _Source:
@@ -61,28 +75,49 @@ class _Source:
         self.path = os.fspath(path)
         self.version: int | None
         self.options = dict(options or {})
-        if os.path.isdir(self.path):
-            ds = open_dataset(self.path, version=version, **self.options)
+        ds = self._open_dataset(version)
+        if ds is not None:
             self.version = ds.version
             self.len = len(ds)
             self.schemas = ds.field_schemas
             self.store_paths = ds.store_paths()
         else:
-            store = open_store(self.path)
+            store = self._open_store()
             self.version = None
             self.len = len(store)
             schema = dict(store.schema)
-            schema["name"] = Path(self.path).name.split(".")[0]
+            schema["name"] = _store_name(self.path)
             schema["metadata"] = dict(store.metadata)
             self.schemas = {schema["name"]: schema}
             self.store_paths = [self.path]
+
+    def _open_dataset(self, version: int | None) -> Any:
+        """The dataset at ``path``, or None when ``path`` names a store. A local path
+        is a dataset when it is a directory; a URL when it has a manifest (an object
+        store has no directories to ask about)."""
+        if not _is_url(self.path):
+            return open_dataset(self.path, version=version, **self.options) if os.path.isdir(self.path) else None
+        try:
+            return open_dataset(self.path, version=version, **self.options)
+        except StoreNotFoundError as no_manifest:
+            try:
+                self._open_store()
+            except StoreNotFoundError:
+                raise StoreNotFoundError(
+                    f"{self.path}: neither a dataset (no {self.path.rstrip('/')}/manifest.json) "
+                    "nor a store object"
+                ) from no_manifest
+            return None
+
+    def _open_store(self) -> Any:
+        return open_store(self.path, **self.options)
 
     def reader(self, fields: list[str]) -> Callable[[int, int], dict[str, Any]]:
         """``read(start, stop)`` -> ``{name: ndarray | RaggedBatch}``, over the source
         opened once (in the read task's process)."""
         if self.version is None:
             (name,) = self.schemas
-            store = open_store(self.path)
+            store = self._open_store()
             return lambda a, b: {name: store[a:b]}
         ds = open_dataset(self.path, version=self.version, **self.options)
         return lambda a, b: ds.gather(slice(a, b), fields=fields)
@@ -96,7 +131,7 @@ class _Source:
         for k, p in enumerate(self.store_paths):
             name = names[k % len(names)]
             if name in fields:
-                store = open_store(p)
+                store = open_store(p, **self.options)
                 total += int(store.stats()["logical_bytes"])
                 if self.schemas[name]["layout"] == "ragged":
                     total += 8 * (len(store) + 1)
@@ -214,9 +249,15 @@ def read_zring(paths: _Paths, fields: str | Iterable[str] | None = None, *,
     tasks read the version opened here even if a writer publishes another).
     ``override_num_blocks``: the number of read tasks (each a contiguous record
     range; default: chosen by Ray from the size). ``block_records``: records per
-    block a task yields (default: about 32 MiB). ``backend``, ``verify_checksums``,
-    ``threads`` are passed to :func:`zring.open_dataset`; other keyword arguments
-    (``concurrency``, ``ray_remote_args``, ...) to ``ray.data.read_datasource``.
+    block a task yields (default: about 32 MiB). The read settings ``backend``,
+    ``verify_checksums``, ``threads``, ``queue_depth``, ``direct`` and ``remote``
+    apply to every dataset and store opened, on the driver and in the read tasks;
+    other keyword arguments (``concurrency``, ``ray_remote_args``, ...) go to
+    ``ray.data.read_datasource``.
+
+    Paths may be URLs (``s3://bucket/prefix``, ...): a URL is a dataset when
+    ``URL/manifest.json`` exists, else a store object, so read tasks on nodes that
+    share no file system read straight from object storage.
 
     Columns: dense scalar fields are Arrow primitives and dense array fields Ray
     tensors (NumPy ``(n, *shape)`` arrays in numpy batches); ragged 1-D fields are
@@ -224,7 +265,7 @@ def read_zring(paths: _Paths, fields: str | Iterable[str] | None = None, *,
     ``bytes`` fields Arrow strings / binaries, ragged fields of more dimensions Ray
     variable-shaped tensors.
     """
-    options = {k: kwargs.pop(k) for k in ("backend", "verify_checksums", "threads") if k in kwargs}
+    options = {k: kwargs.pop(k) for k in READ_SETTINGS if k in kwargs}
     source = ZringDatasource(paths, fields, version=version, block_records=block_records, **options)
     return read_datasource(source, override_num_blocks=override_num_blocks, **kwargs)
 
