@@ -42,8 +42,8 @@ pub(crate) fn read_options(
 }
 
 /// `remote={...}`: each key is the engine's `remote.KEY`, `config`'s keys its
-/// `remote.config.KEY`; a `None` value keeps the default (`cache_dir=None`: no
-/// cache).
+/// `remote.config.KEY`; a `None` value keeps the default (`cache_dir=None`: the
+/// environment's or the default location).
 fn remote(py: Python<'_>, o: &mut ReadOptions, v: &Bound<'_, PyAny>) -> PyResult<()> {
     if v.is_none() {
         return Ok(());

@@ -9,6 +9,11 @@ import pytest
 
 import zring
 
+# The remote cache is on by default, in the user's cache directory: the tests (and
+# the processes they start, which inherit this) must not fill it. A test of the cache
+# names a directory of its own; test_remote.py checks the default in a child process.
+os.environ["ZRING_NO_CACHE"] = "1"
+
 # The optional packages python/requirements-test.txt installs (by module name). Tests
 # that need one call pytest.importorskip, so that a developer without, say, torch
 # still runs the rest. In CI's main run (scripts/test.sh: CI set, and

@@ -6,6 +6,7 @@ The server and its request-counting, fault-injecting proxy are in s3_server.py.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -234,6 +235,46 @@ def test_a_second_process_reads_from_the_cache(s3: S3, tmp_path: Path) -> None:
     s3.put_file(key, other_path)
     third = run()
     assert third["sum"] == int(other.sum(dtype=np.int64)) and third["cache_misses"] > 0
+
+
+DEFAULT_READER = """
+import json, sys, numpy as np, zring
+store = zring.DenseStore(sys.argv[1])
+print(json.dumps({"sum": int(store[np.arange(len(store))].sum(dtype=np.int64)), **store.remote_stats}))
+"""
+
+
+def test_the_cache_is_on_by_default_in_the_users_cache_directory(s3: S3, tmp_path: Path) -> None:
+    """With no cache settings a second process reads from the user's cache directory
+    ($XDG_CACHE_HOME/zring/remote) without downloading again; ZRING_NO_CACHE=1 and
+    remote={"no_cache": True} turn it off."""
+    path, data = dense_file(tmp_path, "zstd", n=300, seed=7)
+    key = "default-cache/d.zr"
+    url = s3.put_file(key, path)
+    xdg = tmp_path / "xdg"
+
+    def run(no_cache: str | None = None, code: str = DEFAULT_READER) -> dict[str, int]:
+        env = {k: v for k, v in os.environ.items() if k not in ("ZRING_NO_CACHE", "ZRING_CACHE_DIR")}
+        env["XDG_CACHE_HOME"] = str(xdg)
+        if no_cache is not None:
+            env["ZRING_NO_CACHE"] = no_cache
+        out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120, env=env)
+        assert out.returncode == 0, out.stderr
+        result: dict[str, int] = json.loads(out.stdout)
+        assert result["sum"] == int(data.sum(dtype=np.int64))
+        return result
+
+    off = run(no_cache="1")
+    assert off["cache_hits"] == off["cache_misses"] == 0 and not xdg.exists()
+    run()
+    assert any((xdg / "zring" / "remote").rglob("object")), "the store was cached whole"
+    s3.proxy.clear()
+    again = run()
+    # The warm cache answers: only the open's request for the object's version.
+    assert again["requests"] <= 1 and len(s3.proxy.gets(key)) <= 1
+    explicit_off = DEFAULT_READER.replace("DenseStore(sys.argv[1])", 'DenseStore(sys.argv[1], remote={"no_cache": True})')
+    s3.proxy.clear()
+    assert run(code=explicit_off)["cache_hits"] == 0 and len(s3.proxy.gets(key)) >= 1
 
 
 # ---------------------------------------------------------------------------------

@@ -214,14 +214,13 @@ impl ReadOptions {
     /// Checks every setting against its rule (the rules [`set`](ReadOptions::set)
     /// applies): a `queue_depth` in 1..=[`MAX_QUEUE_DEPTH`], a `remote.in_flight`
     /// in 1..=[`MAX_IN_FLIGHT`], a `remote.max_request` and a cache's chunk size of
-    /// at least a byte, a cache with a directory. Every open runs it.
+    /// at least a byte. Every open runs it.
     pub fn validate(&self) -> Result<()> {
         for key in [
             "queue_depth",
             "remote.in_flight",
             "remote.max_request",
             "remote.cache_chunk_bytes",
-            "remote.cache_dir",
         ] {
             self.validate_one(key)?;
         }
@@ -246,14 +245,6 @@ impl ReadOptions {
             "remote.cache_chunk_bytes" => match &r.cache {
                 Some(c) => (c.chunk_bytes >= 1, c.chunk_bytes.to_string(), CHUNK),
                 None => (true, String::new(), CHUNK),
-            },
-            "remote.cache_dir" => match &r.cache {
-                Some(c) => (
-                    !c.dir.as_os_str().is_empty(),
-                    c.dir.to_string_lossy().into_owned(),
-                    DIR,
-                ),
-                None => (true, String::new(), DIR),
             },
             _ => (true, String::new(), ""),
         };
@@ -294,7 +285,7 @@ const BYTES: &str = "a byte count (e.g. 65536, 64K, 2G)";
 const REQUEST: &str = "a byte count of at least 1 (e.g. 16M)";
 const CHUNK: &str = "a byte count of at least 1 (e.g. 4M)";
 const SECS: &str = "a duration in seconds (e.g. 0.5)";
-const DIR: &str = "a directory for remote.cache_dir (a cache needs one)";
+const DIR: &str = "a directory (leave remote.cache_dir out for the default location)";
 const WHOLE: &str = "auto, always or never";
 
 const _: () = assert!(MAX_QUEUE_DEPTH == 256 && MAX_IN_FLIGHT == 1024);
@@ -307,8 +298,8 @@ fn setting_error(key: &str, value: &str, expected: &'static str) -> Error {
     })
 }
 
-/// The cache being configured: an empty directory until `remote.cache_dir` is
-/// set (validation refuses a cache without one).
+/// The cache being configured: an empty directory (the environment's or the default
+/// location, see `RemoteOptions::effective_cache`) until `remote.cache_dir` is set.
 fn cache(r: &mut RemoteOptions) -> &mut CacheOptions {
     r.cache
         .get_or_insert_with(|| CacheOptions::new(PathBuf::new(), CacheOptions::DEFAULT_MAX_BYTES))
@@ -377,15 +368,16 @@ mod tests {
     }
 
     #[test]
-    fn unknown_names_and_a_cache_without_a_directory_are_refused() {
+    fn unknown_names_are_refused_and_a_cache_bound_alone_keeps_the_default_place() {
         match ReadOptions::default().set("thread", "2") {
             Err(Error::InvalidArgument(ArgumentError::UnknownSetting { key, .. })) => {
                 assert_eq!(key, "thread")
             }
             other => panic!("expected an unknown setting, got {other:?}"),
         }
-        let e = ReadOptions::from_pairs([("remote.cache_bytes", "2G")]).expect_err("no dir");
-        assert_eq!(setting(e).0, "remote.cache_dir");
+        let o = ReadOptions::from_pairs([("remote.cache_bytes", "2G")]).expect("a bound alone");
+        let c = o.remote.cache.expect("configured");
+        assert_eq!((c.dir.as_os_str().is_empty(), c.max_bytes), (true, 2 << 30));
     }
 
     #[test]

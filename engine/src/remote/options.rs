@@ -2,6 +2,7 @@
 //! credentials overrides and the local chunk cache. Plain data, compiled with or
 //! without the `remote` feature, so configurations build everywhere.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,6 +13,11 @@ pub const CACHE_DIR_ENV: &str = "ZRING_CACHE_DIR";
 /// The environment variable bounding that cache (bytes; `K`, `M`, `G`, `T` suffixes
 /// in powers of 1024 accepted).
 pub const CACHE_BYTES_ENV: &str = "ZRING_CACHE_BYTES";
+/// The environment variable that turns off the cache of stores that configure none
+/// (any value but empty or `0`): the cache is on by default.
+pub const NO_CACHE_ENV: &str = "ZRING_NO_CACHE";
+/// The cache's directory inside the user's cache directory.
+const DEFAULT_SUBDIR: &str = "zring/remote";
 
 /// How a store at an `s3://`, `gs://`, `az://`, `http(s)://` or `file://` URL is
 /// read (the `remote` field of `ReadOptions`; ignored for local paths).
@@ -46,10 +52,11 @@ pub struct RemoteOptions {
     pub timeout: Duration,
     /// Connecting fails after this long.
     pub connect_timeout: Duration,
-    /// The local chunk cache; `None` uses `ZRING_CACHE_DIR` when it is set (bounded
-    /// by `ZRING_CACHE_BYTES`, default [`CacheOptions::DEFAULT_MAX_BYTES`]).
+    /// The local cache; `None` uses the environment's (see
+    /// [`RemoteOptions::effective_cache`]): on by default, in the user's cache
+    /// directory, bounded by [`CacheOptions::DEFAULT_MAX_BYTES`].
     pub cache: Option<CacheOptions>,
-    /// Never cache, whatever `ZRING_CACHE_DIR` says.
+    /// Never cache, whatever `cache` and the environment say.
     pub no_cache: bool,
     /// Extra object_store configuration keys (`("aws_endpoint", "http://...")`,
     /// `("google_service_account", ...)`, `("azure_storage_account_name", ...)`,
@@ -81,7 +88,8 @@ impl Default for RemoteOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheOptions {
-    /// The cache directory (created if missing).
+    /// The cache directory (created if missing); empty: `ZRING_CACHE_DIR`, else the
+    /// default location (see [`RemoteOptions::effective_cache`]).
     pub dir: PathBuf,
     /// The bytes the cache may hold; the least recently used chunks are evicted
     /// beyond it.
@@ -163,31 +171,76 @@ impl CacheOptions {
 }
 
 impl RemoteOptions {
-    /// The cache in force: the configured one, else `ZRING_CACHE_DIR`'s, unless
-    /// `no_cache`. A `ZRING_CACHE_BYTES` that does not parse is an error.
+    /// The cache in force, `None` for none:
+    ///
+    /// - none with `no_cache`;
+    /// - else the configured `cache`, or, when none is configured, none if
+    ///   `ZRING_NO_CACHE` is set (to anything but empty or `0`), else a cache
+    ///   bounded by `ZRING_CACHE_BYTES` (default [`CacheOptions::DEFAULT_MAX_BYTES`]);
+    /// - in the configured directory, else `ZRING_CACHE_DIR`, else the default
+    ///   location: `zring/remote` in the user's cache directory (`$XDG_CACHE_HOME`,
+    ///   else `~/.cache`). A default location that cannot be created (no home, a
+    ///   read-only file system) means no cache rather than failed reads: nobody
+    ///   asked for it.
+    ///
+    /// A `ZRING_CACHE_BYTES` that does not parse is an error.
     pub fn effective_cache(&self) -> crate::error::Result<Option<CacheOptions>> {
+        let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        self.resolve_cache(&env)
+    }
+
+    /// [`effective_cache`](RemoteOptions::effective_cache) with the environment
+    /// read through `env` (tests give one of their own).
+    fn resolve_cache(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> crate::error::Result<Option<CacheOptions>> {
         if self.no_cache {
             return Ok(None);
         }
-        if let Some(c) = &self.cache {
-            return Ok(Some(c.clone()));
+        let mut cache = match &self.cache {
+            Some(c) => c.clone(),
+            None if env(NO_CACHE_ENV).is_some_and(|v| v != "0") => return Ok(None),
+            None => CacheOptions::new(PathBuf::new(), env_bytes(env)?),
+        };
+        if cache.dir.as_os_str().is_empty() {
+            if let Some(dir) = env(CACHE_DIR_ENV) {
+                cache.dir = PathBuf::from(dir);
+            } else {
+                match default_cache_dir(env) {
+                    Some(dir) if std::fs::create_dir_all(&dir).is_ok() => cache.dir = dir,
+                    _ => return Ok(None),
+                }
+            }
         }
-        let dir = match std::env::var_os(CACHE_DIR_ENV) {
-            Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => return Ok(None),
-        };
-        let max_bytes = match std::env::var(CACHE_BYTES_ENV) {
-            Ok(v) => parse_bytes(&v).ok_or_else(|| {
-                crate::error::Error::InvalidArgument(crate::error::ArgumentError::Environment {
-                    var: CACHE_BYTES_ENV,
-                    value: v.clone(),
-                    expected: "a byte count (e.g. 500G)",
-                })
-            })?,
-            Err(_) => CacheOptions::DEFAULT_MAX_BYTES,
-        };
-        Ok(Some(CacheOptions::new(dir, max_bytes)))
+        Ok(Some(cache))
     }
+}
+
+/// `ZRING_CACHE_BYTES`, else the default bound.
+fn env_bytes(env: &dyn Fn(&str) -> Option<OsString>) -> crate::error::Result<u64> {
+    let Some(v) = env(CACHE_BYTES_ENV) else {
+        return Ok(CacheOptions::DEFAULT_MAX_BYTES);
+    };
+    let v = v.to_string_lossy().into_owned();
+    parse_bytes(&v).ok_or_else(|| {
+        crate::error::Error::InvalidArgument(crate::error::ArgumentError::Environment {
+            var: CACHE_BYTES_ENV,
+            value: v,
+            expected: "a byte count (e.g. 500G)",
+        })
+    })
+}
+
+/// `zring/remote` in the user's cache directory, by the XDG base directory rule:
+/// `$XDG_CACHE_HOME` when it is an absolute path, else `$HOME/.cache`. (Two lines
+/// of a published rule, where a crate would add two dependencies.)
+fn default_cache_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let base = env("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| Some(PathBuf::from(env("HOME")?).join(".cache")))?;
+    Some(base.join(DEFAULT_SUBDIR))
 }
 
 /// Parses `123`, `64K`, `500M`, `2G`, `1T` (powers of 1024; an optional `B` or
@@ -252,5 +305,104 @@ mod tests {
             assert_eq!(WholeObjects::parse(w.name()), Some(w));
         }
         assert_eq!(WholeObjects::parse("yes"), None);
+    }
+
+    /// `effective_cache` over an environment of `vars` alone.
+    fn resolve(o: &RemoteOptions, vars: &[(&str, &str)]) -> Option<CacheOptions> {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        let env = move |name: &str| {
+            vars.iter()
+                .find(|(k, v)| k == name && !v.is_empty())
+                .map(|(_, v)| v.clone())
+        };
+        o.resolve_cache(&env).expect("valid environment")
+    }
+
+    #[test]
+    fn the_cache_is_on_by_default_in_the_users_cache_directory() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let xdg = tempfile::tempdir().expect("tempdir");
+        let h = home.path().to_str().expect("utf-8");
+        let x = xdg.path().to_str().expect("utf-8");
+        let d = RemoteOptions::default();
+        let c = resolve(&d, &[("HOME", h)]).expect("a default cache");
+        assert_eq!(c.dir, home.path().join(".cache/zring/remote"));
+        assert_eq!(c.max_bytes, CacheOptions::DEFAULT_MAX_BYTES);
+        assert!(c.dir.is_dir(), "the default location is created");
+        let c = resolve(&d, &[("HOME", h), ("XDG_CACHE_HOME", x)]).expect("cache");
+        assert_eq!(c.dir, xdg.path().join("zring/remote"));
+        // A relative XDG_CACHE_HOME is ignored, as the XDG rule says.
+        let c = resolve(&d, &[("HOME", h), ("XDG_CACHE_HOME", "rel")]).expect("cache");
+        assert_eq!(c.dir, home.path().join(".cache/zring/remote"));
+        // ZRING_CACHE_DIR and ZRING_CACHE_BYTES choose the place and the bound.
+        let c = resolve(
+            &d,
+            &[
+                ("HOME", h),
+                ("ZRING_CACHE_DIR", "/nvme/c"),
+                ("ZRING_CACHE_BYTES", "2G"),
+            ],
+        )
+        .expect("cache");
+        assert_eq!((c.dir, c.max_bytes), (PathBuf::from("/nvme/c"), 2 << 30));
+        // No home, or one that cannot hold a cache: no cache, not a failed read.
+        assert_eq!(resolve(&d, &[]), None);
+        let file = home.path().join("a-file");
+        std::fs::write(&file, b"").expect("write");
+        assert_eq!(
+            resolve(&d, &[("HOME", file.to_str().expect("utf-8"))]),
+            None
+        );
+    }
+
+    #[test]
+    fn the_cache_is_off_when_asked_and_explicit_settings_win_over_the_environment() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let h = home.path().to_str().expect("utf-8");
+        let d = RemoteOptions::default();
+        assert_eq!(resolve(&d, &[("HOME", h), ("ZRING_NO_CACHE", "1")]), None);
+        assert!(resolve(&d, &[("HOME", h), ("ZRING_NO_CACHE", "0")]).is_some());
+        assert!(resolve(&d, &[("HOME", h), ("ZRING_NO_CACHE", "")]).is_some());
+        let off = RemoteOptions {
+            no_cache: true,
+            ..RemoteOptions::default()
+        };
+        assert_eq!(
+            resolve(&off, &[("HOME", h), ("ZRING_CACHE_DIR", "/c")]),
+            None
+        );
+        // A configured cache ignores ZRING_NO_CACHE and ZRING_CACHE_BYTES; one
+        // configured without a directory takes the environment's or the default.
+        let bounded = RemoteOptions {
+            cache: Some(CacheOptions::new("", 1 << 20)),
+            ..RemoteOptions::default()
+        };
+        let c = resolve(
+            &bounded,
+            &[
+                ("HOME", h),
+                ("ZRING_NO_CACHE", "1"),
+                ("ZRING_CACHE_BYTES", "9G"),
+            ],
+        )
+        .expect("cache");
+        assert_eq!(
+            (c.dir, c.max_bytes),
+            (home.path().join(".cache/zring/remote"), 1 << 20)
+        );
+        let c = resolve(&bounded, &[("ZRING_CACHE_DIR", "/c")]).expect("cache");
+        assert_eq!(c.dir, PathBuf::from("/c"));
+    }
+
+    #[test]
+    fn a_bad_cache_bound_in_the_environment_is_an_error_naming_it() {
+        let env = |name: &str| (name == CACHE_BYTES_ENV).then(|| OsString::from("lots"));
+        let e = RemoteOptions::default()
+            .resolve_cache(&env)
+            .expect_err("bad bound");
+        assert!(e.to_string().contains("ZRING_CACHE_BYTES"), "{e}");
     }
 }
