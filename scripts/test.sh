@@ -88,6 +88,15 @@ step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 (cd python && cargo clippy --all-targets -- -D warnings)
 
+step "cargo package (every published crate packs: metadata, files, versions of path dependencies)"
+# --no-verify: this checks the manifests and what goes into each .crate (seconds);
+# verifying would build every crate once more from its extracted package, in a
+# target directory of its own, for nothing the builds and tests here do not cover.
+# Left out, as publish = false: zring-benches (this repository's benchmarks) and
+# zring-testkit (helpers of zring's own tests). --allow-dirty lets it run on a
+# checkout with local edits.
+cargo package --workspace --no-verify --allow-dirty --exclude zring-benches --exclude zring-testkit
+
 step "fio (zring bench --compare fio runs it; cli/tests/bench_cli.rs checks that comparison)"
 if ! command -v fio >/dev/null 2>&1; then
   apt_install fio
