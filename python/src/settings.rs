@@ -41,6 +41,20 @@ pub(crate) fn read_options(
     Ok(o)
 }
 
+/// The remote options of a writer's `remote={...}` (how a store written to a URL is
+/// uploaded), by the same rules as a read's.
+pub(crate) fn remote_options(
+    py: Python<'_>,
+    v: Option<&Bound<'_, PyAny>>,
+) -> PyResult<zring_engine::remote::RemoteOptions> {
+    let mut o = ReadOptions::default();
+    if let Some(v) = v {
+        remote(py, &mut o, v)?;
+    }
+    o.validate().map_err(|e| errors::engine(py, e))?;
+    Ok(o.remote)
+}
+
 /// `remote={...}`: each key is the engine's `remote.KEY`, `config`'s keys its
 /// `remote.config.KEY`; a `None` value keeps the default (`cache_dir=None`: the
 /// environment's or the default location).

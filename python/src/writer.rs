@@ -136,6 +136,8 @@ struct Options {
     align: u32,
     threads: usize,
     metadata: Option<BTreeMap<String, String>>,
+    /// How a store written to a URL is uploaded.
+    remote: zring_engine::remote::RemoteOptions,
 }
 
 impl Core {
@@ -152,6 +154,7 @@ impl Core {
             align: o.align,
             overwrite: o.overwrite,
             threads: o.threads,
+            remote: o.remote,
             ..WriteOptions::default()
         };
         let writer = py
@@ -361,7 +364,7 @@ fn parse_item_shape(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
 /// `close()` publishes the file atomically.
 ///
 /// `DenseWriter(path, dtype, item_shape, codec="zstd", level=3, dict_bytes=None,
-/// overwrite=False, *, align=8, threads=0, metadata=None)`
+/// overwrite=False, *, align=8, threads=0, metadata=None, remote=None)`
 ///
 /// - `dtype`: the element type (a NumPy dtype or name; `"bfloat16"` and the float8
 ///   names work without ml_dtypes). `item_shape`: one record's shape (`()` for
@@ -398,7 +401,7 @@ writer_pymethods! {
     close;
     {
     #[new]
-    #[pyo3(signature = (path, dtype, item_shape, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None), text_signature = "(path, dtype, item_shape, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None)")]
+    #[pyo3(signature = (path, dtype, item_shape, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None, remote = None), text_signature = "(path, dtype, item_shape, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None, remote=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -412,6 +415,7 @@ writer_pymethods! {
         align: u32,
         threads: usize,
         metadata: Option<BTreeMap<String, String>>,
+        remote: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let dtype = crate::dtype::from_py(dtype)?;
         let shape = parse_item_shape(item_shape)?;
@@ -423,6 +427,7 @@ writer_pymethods! {
             align,
             threads,
             metadata,
+            remote: crate::settings::remote_options(py, remote)?,
         };
         let core = Core::create(py, path, Schema::dense(dtype, &shape), opts)?;
         Ok(Self {
@@ -498,7 +503,7 @@ writer_pymethods! {
 /// list of arrays, then `close()` publishes the file atomically.
 ///
 /// `RaggedWriter(path, dtype, ndim=1, codec="zstd", level=3, dict_bytes=None,
-/// overwrite=False, *, align=8, threads=0, metadata=None)` takes the options of
+/// overwrite=False, *, align=8, threads=0, metadata=None, remote=None)` takes the options of
 /// `DenseWriter`, with `ndim` (the dimensions of every record) for `item_shape`.
 ///
 /// >>> import os, tempfile, numpy as np, zring
@@ -519,7 +524,7 @@ writer_pymethods! {
     close;
     {
     #[new]
-    #[pyo3(signature = (path, dtype, ndim = 1, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None), text_signature = "(path, dtype, ndim=1, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None)")]
+    #[pyo3(signature = (path, dtype, ndim = 1, codec = "zstd".to_string(), level = 3, dict_bytes = None, overwrite = false, *, align = 8, threads = 0, metadata = None, remote = None), text_signature = "(path, dtype, ndim=1, codec='zstd', level=3, dict_bytes=None, overwrite=False, *, align=8, threads=0, metadata=None, remote=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -533,6 +538,7 @@ writer_pymethods! {
         align: u32,
         threads: usize,
         metadata: Option<BTreeMap<String, String>>,
+        remote: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let dtype = crate::dtype::from_py(dtype)?;
         let opts = Options {
@@ -543,6 +549,7 @@ writer_pymethods! {
             align,
             threads,
             metadata,
+            remote: crate::settings::remote_options(py, remote)?,
         };
         let core = Core::create(py, path, Schema::ragged(dtype, ndim), opts)?;
         Ok(Self { core, ndim })

@@ -84,6 +84,11 @@ class Proxy:
 
             do_GET = _forward
             do_HEAD = _forward
+            # Uploads: PUT (objects and parts), POST (multipart create and
+            # complete), DELETE (aborts).
+            do_PUT = _forward
+            do_POST = _forward
+            do_DELETE = _forward
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -418,3 +418,63 @@ def test_dataset_shards_are_cached_whole(s3: S3, tmp_path: Path) -> None:
     again = zring.open_dataset(url, remote=remote)
     np.testing.assert_array_equal(again.gather(slice(None))["y"], cols["y"])
     assert ranged_gets(s3, "datasets/whole-ds/") == 0
+
+
+# ---------------------------------------------------------------------------------
+# Writing to a URL: the store is built in a staging directory and uploaded by close.
+
+
+def test_writers_and_pack_upload_stores_to_a_url(s3: S3, tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    # 20 MiB: a multipart upload of 8 MiB parts.
+    big = rng.integers(0, 255, (320, 256, 256), dtype=np.uint8)
+    url = f"s3://{BUCKET}/written/big.zr"
+    s3.proxy.clear()
+    with zring.DenseWriter(url, np.uint8, (256, 256), codec="raw") as w:
+        assert w.path == url
+        w.append(big)
+    with s3.proxy.lock:
+        methods = [r[0] for r in s3.proxy.requests]
+    assert methods.count("PUT") >= 3 and "POST" in methods, methods
+    idx = [319, 0, 100]
+    np.testing.assert_array_equal(zring.DenseStore(url)[idx], big[idx])
+
+    # A small store is one PUT; ragged records round-trip.
+    pieces = [np.arange(i % 13, dtype=np.int32) for i in range(200)]
+    small = f"s3://{BUCKET}/written/tokens.zr"
+    with zring.RaggedWriter(small, np.int32) as w:
+        w.append(pieces)
+    got = zring.open(small)[[5, 199, 0]]
+    for a, i in zip(got.to_arrays(), [5, 199, 0]):
+        np.testing.assert_array_equal(a, pieces[i])
+
+    # An existing object is refused unless overwrite=True.
+    with pytest.raises(zring.StoreExistsError, match="written/tokens.zr"):
+        zring.RaggedWriter(small, np.int32)
+    with zring.RaggedWriter(small, np.int32, overwrite=True) as w:
+        w.append(pieces[:3])
+    assert len(zring.open(small)) == 3
+
+    # The CLI packs straight to a URL.
+    npy = tmp_path / "x.npy"
+    np.save(npy, big[:40])
+    packed = f"s3://{BUCKET}/written/packed.zr"
+    out = run_cli("pack", "--npy", str(npy), packed)
+    assert out.returncode == 0, out.stderr
+    np.testing.assert_array_equal(zring.DenseStore(packed)[39], big[39])
+
+
+def test_a_failed_upload_publishes_nothing(s3: S3, tmp_path: Path) -> None:
+    """Every request of the upload fails (500s past the retries): close raises an
+    error naming the URL, and no object appears."""
+    url = f"s3://{BUCKET}/written/failed.zr"
+    w = zring.DenseWriter(url, np.uint8, (1024,), codec="raw", remote={"max_retries": 2, **FAST})
+    w.append(np.ones((64, 1024), dtype=np.uint8))
+    s3.proxy.fail_next = 1000
+    try:
+        with pytest.raises(zring.ZringError, match="written/failed.zr"):
+            w.close()
+    finally:
+        s3.proxy.fail_next = 0
+    with pytest.raises(zring.StoreNotFoundError):
+        zring.DenseStore(url)

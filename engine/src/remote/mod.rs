@@ -20,7 +20,9 @@
 //! - `whole`: whole-object cache entries, downloaded once and handed to the caller
 //!   to open as local files;
 //! - `open`: an object's tail (a store's footer and metadata) and its source;
-//! - `location`: objects under a URL prefix (where a dataset lives).
+//! - `location`: objects under a URL prefix (where a dataset lives);
+//! - `upload`: a finished local file uploaded as one object (a conditional PUT, or
+//!   a multipart upload of parts in parallel), complete or not at all.
 //!
 //! Everything but `options` and `plan` is behind the `remote` cargo feature.
 
@@ -39,6 +41,8 @@ mod object;
 mod open;
 #[cfg(feature = "remote")]
 mod runtime;
+#[cfg(feature = "remote")]
+mod upload;
 #[cfg(feature = "remote")]
 mod whole;
 
@@ -60,6 +64,8 @@ pub(crate) use location::TooLarge;
 pub use object::{Connector, RemoteStats};
 #[cfg(feature = "remote")]
 pub(crate) use open::{fetch_tail, TAIL};
+#[cfg(feature = "remote")]
+pub(crate) use upload::{exists, upload};
 #[cfg(feature = "remote")]
 pub(crate) use whole::{open as open_whole, Origin};
 

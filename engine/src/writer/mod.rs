@@ -18,6 +18,7 @@ mod append;
 mod layout;
 mod poison;
 mod spill;
+mod stage;
 mod validate;
 
 use std::ops::Range;
@@ -29,11 +30,13 @@ use zring_platform::{parent_dir, PendingFile, PoolHandle, PublishError};
 
 use crate::error::{ArgumentError, Error, InternalError, Result, SchemaError};
 use crate::format::{Superblock, BLOCK, ENTRY_BYTES};
+use crate::remote::{url_of, RemoteOptions};
 use crate::schema::{Codec, Layout, Schema, StoreSchema};
 
 use append::{Slot, Source, Target};
 use poison::share;
 use spill::Spill;
+use stage::Staged;
 
 /// How a store is written. `Default` is zstd level 3, 8-byte alignment, all cores.
 #[derive(Clone, Debug)]
@@ -60,6 +63,9 @@ pub struct WriteOptions {
     /// process-wide pool by default, or one of the caller's (see
     /// [`WriteOptions::with_pool`]; the same handle [`crate::ReadOptions`] takes).
     pub pool: PoolHandle,
+    /// How a store written to a URL is uploaded (credentials overrides in
+    /// `config`, retries, timeouts; the read options' type, its cache unused).
+    pub remote: RemoteOptions,
 }
 
 impl Default for WriteOptions {
@@ -73,6 +79,7 @@ impl Default for WriteOptions {
             threads: 0,
             chunk_bytes: 1 << 20,
             pool: PoolHandle::global(),
+            remote: RemoteOptions::default(),
         }
     }
 }
@@ -96,7 +103,13 @@ impl WriteOptions {
 
 /// Writes one store. See the module docs for the publish protocol.
 pub struct Writer {
+    /// The destination as given: a path, or a URL (messages and [`Writer::path`]).
     path: PathBuf,
+    /// Where the file is built and published: `path`, or for a URL the staged file
+    /// that `close` uploads.
+    local: PathBuf,
+    /// The staging of a store written to a URL.
+    staged: Option<Staged>,
     file: Option<PendingFile>,
     schema: Schema,
     opts: WriteOptions,
@@ -115,17 +128,30 @@ pub struct Writer {
 
 impl Writer {
     /// Starts a store at `path` (written under a temporary name until `close`).
+    /// `path` may be a URL (`s3://bucket/key.zr`, `gs://`, `az://`, `file://`): the
+    /// store is then written in a staging directory under `$TMPDIR` and `close`
+    /// uploads it as one object (see `stage.rs`).
     pub fn create(path: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         validate::options(&schema, &opts)?;
-        if !opts.overwrite && path.exists() {
-            return Err(Error::AlreadyExists { path });
-        }
-        let tmp_path = temp_path_for(&path)?;
-        remove_stale_temps(&path);
-        let file = PendingFile::create(&tmp_path).map_err(|e| create_error(&path, &tmp_path, e))?;
+        let staged = match url_of(&path) {
+            Some(url) => Some(Staged::new(url, &opts)?),
+            None if !opts.overwrite && path.exists() => {
+                return Err(Error::AlreadyExists { path });
+            }
+            None => None,
+        };
+        let local = staged
+            .as_ref()
+            .map_or_else(|| path.clone(), |s| s.local_path().to_path_buf());
+        let tmp_path = temp_path_for(&local)?;
+        remove_stale_temps(&local);
+        let file =
+            PendingFile::create(&tmp_path).map_err(|e| create_error(&local, &tmp_path, e))?;
         let mut writer = Self {
             path,
+            local,
+            staged,
             file: Some(file),
             schema,
             data_end: BLOCK as u64,
@@ -259,7 +285,7 @@ impl Writer {
         let n = src.len();
         // Room for the metadata first: running out of memory after the records are in
         // the file would leave them without entries.
-        let path = &self.path;
+        let path = &self.local;
         self.table
             .reserve(n * ENTRY_BYTES, path, || temp_path_for(path))?;
         self.shapes
@@ -326,11 +352,19 @@ impl Writer {
         self.shapes.discard();
         let file = self.file.take().ok_or_else(closed)?;
         let tmp = file.path().to_path_buf();
-        match file.publish(&self.path, self.opts.overwrite) {
-            Ok(()) => {
-                self.published = true;
-                Ok(())
-            }
+        // A staged store is alone in its directory: the destination is checked by
+        // the upload.
+        let overwrite = self.opts.overwrite || self.staged.is_some();
+        match file.publish(&self.local, overwrite) {
+            Ok(()) => match &self.staged {
+                // The staged file is removed with its directory, whatever the upload
+                // did: nothing of it is published until the upload completes.
+                Some(staged) => staged.upload(),
+                None => {
+                    self.published = true;
+                    Ok(())
+                }
+            },
             Err(PublishError::Exists) => {
                 remove_temp(&tmp);
                 Err(Error::AlreadyExists {

@@ -1,0 +1,127 @@
+//! Uploading a finished local file as one object: a single conditional PUT when it
+//! fits in one part, else a multipart upload whose parts go up several at a time
+//! from a bounded buffer. Either way the object appears complete or not at all: a
+//! multipart upload is only visible once completed, and a failed one is aborted.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+
+use crate::error::{Error, Result};
+
+use super::object::{remote_err, Connector};
+use super::runtime;
+
+/// Bytes per part (S3's minimum part is 5 MiB, all but the last).
+pub(crate) const PART_BYTES: usize = 8 << 20;
+/// Parts uploading at once: the upload's memory is at most this many parts.
+const PARTS_IN_FLIGHT: usize = 8;
+
+/// Whether an object exists at `conn`'s location.
+pub(crate) fn exists(conn: &Connector) -> Result<bool> {
+    let store = conn.store()?;
+    let (location, url) = (conn.location.clone(), conn.url.clone());
+    runtime::run(async move {
+        match store.head(&location).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(remote_err(url, "checking the destination", e)),
+        }
+    })?
+}
+
+/// Uploads the file at `local` as the object at `conn`. Without `overwrite`, an
+/// object that already exists is an error (`AlreadyExists`): atomically for a
+/// single-part object (a create-if-absent PUT); for a multipart upload, by a check
+/// just before the upload starts (multipart completion cannot be conditional in
+/// object_store).
+pub(crate) fn upload(conn: &Connector, local: &Path, overwrite: bool) -> Result<()> {
+    let io = |what, e| Error::io(local, what, e);
+    let mut file = File::open(local).map_err(|e| io("reading the staged store", e))?;
+    let len = file
+        .metadata()
+        .map_err(|e| io("reading the staged store", e))?
+        .len();
+    let store = conn.store()?;
+    let (location, url) = (conn.location.clone(), conn.url.clone());
+    let exists = || Error::AlreadyExists { path: url.clone() };
+    if len <= PART_BYTES as u64 {
+        let mut bytes = Vec::with_capacity(len as usize);
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io("reading the staged store", e))?;
+        let mode = if overwrite {
+            PutMode::Overwrite
+        } else {
+            PutMode::Create
+        };
+        let put = runtime::run(async move {
+            let opts = PutOptions {
+                mode,
+                ..PutOptions::default()
+            };
+            store
+                .put_opts(&location, PutPayload::from(bytes), opts)
+                .await
+        })?;
+        return match put {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => Err(exists()),
+            Err(e) => Err(remote_err(conn.url.clone(), "uploading the store", e)),
+        };
+    }
+    if !overwrite && self::exists(conn)? {
+        return Err(exists());
+    }
+    let done = runtime::run(async move {
+        let upload = match store.put_multipart(&location).await {
+            Ok(u) => u,
+            Err(e) => return Err(UploadError::Remote(e)),
+        };
+        let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
+        let mut buf = vec![0u8; PART_BYTES];
+        loop {
+            // A blocking read on a runtime worker: the file was just written, so it
+            // is in the page cache, and the other worker drives the parts meanwhile.
+            let n = match read_full(&mut file, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = parts.abort().await;
+                    return Err(UploadError::Local(e));
+                }
+            };
+            if let Err(e) = parts.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                let _ = parts.abort().await;
+                return Err(UploadError::Remote(e));
+            }
+            parts.write(&buf[..n]);
+        }
+        parts.finish().await.map_err(UploadError::Remote)
+    })?;
+    match done {
+        Ok(_) => Ok(()),
+        Err(UploadError::Local(e)) => Err(io("reading the staged store", e)),
+        Err(UploadError::Remote(e)) => Err(remote_err(conn.url.clone(), "uploading the store", e)),
+    }
+}
+
+enum UploadError {
+    Local(std::io::Error),
+    Remote(object_store::Error),
+}
+
+/// Fills `buf` from `file` (short only at the end of the file).
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}

@@ -1,0 +1,146 @@
+//! A store bound for a URL: written and published in a private staging directory
+//! (the same crash-safe local path as any store), then uploaded as one object by
+//! `close`, which appears complete or not at all. The staging directory is removed
+//! when the writer is done, whatever happened; one left by a killed process is
+//! removed by the next writer that finds its process gone.
+//!
+//! Staging in `$TMPDIR` (not in memory) keeps the writer's memory what it is for a
+//! local store; the upload's is a few parts. The disk needs room for the store.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+use super::WriteOptions;
+
+/// The staging directory and destination of one store written to a URL.
+pub(super) struct Staged {
+    dir: PathBuf,
+    file: PathBuf,
+    #[cfg(feature = "remote")]
+    conn: crate::remote::Connector,
+    #[cfg(feature = "remote")]
+    overwrite: bool,
+}
+
+/// Staging directories are `zring-upload.<pid>.<n>` in the temporary directory.
+#[cfg(feature = "remote")]
+const PREFIX: &str = "zring-upload.";
+
+impl Staged {
+    /// Checks the destination `url` (without `overwrite`, an existing object is
+    /// `AlreadyExists` now rather than after the whole store is written) and makes
+    /// the staging directory.
+    #[cfg(feature = "remote")]
+    pub(super) fn new(url: &str, opts: &WriteOptions) -> Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let conn = crate::remote::Connector::from_url(url, &opts.remote)?;
+        if !opts.overwrite && crate::remote::exists(&conn)? {
+            return Err(Error::AlreadyExists { path: url.into() });
+        }
+        let tmp = std::env::temp_dir();
+        remove_stale(&tmp);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = tmp.join(format!("{PREFIX}{}.{n}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(&dir, "creating the upload's staging directory", e))?;
+        // The object's own name, so messages about the staged file are recognisable.
+        let name = url
+            .rsplit('/')
+            .find(|s| !s.is_empty())
+            .unwrap_or("store.zr");
+        Ok(Self {
+            file: dir.join(sanitized(name)),
+            dir,
+            conn,
+            overwrite: opts.overwrite,
+        })
+    }
+
+    #[cfg(not(feature = "remote"))]
+    pub(super) fn new(url: &str, _: &WriteOptions) -> Result<Self> {
+        Err(Error::InvalidArgument(
+            crate::error::ArgumentError::RemoteNotBuilt {
+                url: url.to_string(),
+            },
+        ))
+    }
+
+    /// Where the store is written and published before the upload.
+    pub(super) fn local_path(&self) -> &Path {
+        &self.file
+    }
+
+    /// Uploads the published staged store.
+    #[cfg(feature = "remote")]
+    pub(super) fn upload(&self) -> Result<()> {
+        crate::remote::upload(&self.conn, &self.file, self.overwrite)
+    }
+
+    #[cfg(not(feature = "remote"))]
+    pub(super) fn upload(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A file name from an object name: path separators and a leading dot removed.
+#[cfg(feature = "remote")]
+fn sanitized(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| if c == '/' || c == '\\' { '_' } else { c })
+        .collect();
+    match s.trim_start_matches('.') {
+        "" => "store.zr".to_string(),
+        t => t.to_string(),
+    }
+}
+
+/// Removes staging directories of processes that no longer exist, untouched for a
+/// minute (a writer in another pid namespace sharing `/tmp` is left alone while it
+/// writes).
+#[cfg(feature = "remote")]
+fn remove_stale(tmp: &Path) {
+    let Ok(listing) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in listing.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let idle = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= std::time::Duration::from_secs(60));
+        if pid != std::process::id() && idle && !zring_platform::process_is_alive(pid) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(all(test, feature = "remote"))]
+mod tests {
+    use super::sanitized;
+
+    #[test]
+    fn staged_names_stay_one_plain_file_name() {
+        assert_eq!(sanitized("images.zr"), "images.zr");
+        assert_eq!(sanitized("..zr"), "zr");
+        assert_eq!(sanitized("."), "store.zr");
+        assert_eq!(sanitized("a\\b"), "a_b");
+    }
+}

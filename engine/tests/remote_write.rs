@@ -1,0 +1,146 @@
+//! Stores written to URLs: built in a staging directory, uploaded by `close` as one
+//! object (a single PUT, or a multipart upload past one part), complete or not at
+//! all; an existing object is refused without `overwrite`; the staging directory is
+//! gone afterwards, whatever happened. `file://` URLs go through object_store's
+//! local backend, multipart included (tests/remote.rs and the Python suite use an
+//! S3-compatible server).
+
+// Built with the `remote` feature only (`cargo test -p zring-engine --features remote`).
+#![cfg(feature = "remote")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use zring_engine::{Codec, DType, Error, ReadOptions, Schema, Store, WriteOptions, Writer};
+
+fn raw() -> WriteOptions {
+    WriteOptions::with_codec(Codec::Raw)
+}
+
+/// The staging directory of a writer to a URL (where its temporary file is).
+fn staging_dir(w: &Writer) -> PathBuf {
+    let tmp = w.temp_path().expect("a temporary file");
+    let dir = tmp.parent().expect("in a directory").to_path_buf();
+    assert!(
+        dir.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("zring-upload.")),
+        "{dir:?}"
+    );
+    dir
+}
+
+/// Writes `data` as a store at `url` in two appends; returns the staging directory.
+fn write(
+    url: &str,
+    schema: &Schema,
+    opts: WriteOptions,
+    data: &[u8],
+) -> zring_engine::Result<PathBuf> {
+    let width = schema.item_bytes().expect("dense") as usize;
+    let mut w = Writer::create(url, schema.clone(), opts)?;
+    let stage = staging_dir(&w);
+    let half = data.len() / width / 2 * width;
+    w.append_dense(&data[..half])?;
+    w.append_dense(&data[half..])?;
+    w.close()?;
+    Ok(stage)
+}
+
+fn url_of(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn check_reads_back(url: &str, data: &[u8], width: usize) {
+    let store = Store::open(url, ReadOptions::default()).expect("open the uploaded store");
+    let n = data.len() / width;
+    assert_eq!(store.len(), n as u64);
+    let idx: Vec<u64> = (0..n as u64).rev().step_by(7).collect();
+    let got = store.gather_vec(&idx).expect("gather");
+    for (k, &i) in idx.iter().enumerate() {
+        let i = i as usize;
+        assert_eq!(
+            &got[k * width..(k + 1) * width],
+            &data[i * width..(i + 1) * width]
+        );
+    }
+    store.verify().expect("every checksum");
+}
+
+#[test]
+fn a_store_larger_than_a_part_uploads_in_parts_and_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let width = 64 << 10;
+    // 20 MiB of noise: three 8 MiB parts, the last one short.
+    let data = common::dense_records(320, width, 3, |_| true);
+    let schema = Schema::dense(DType::U8, &[width as u64]);
+    let url = url_of(&dir.path().join("big.zr"));
+    let stage = write(&url, &schema, raw(), &data).expect("write");
+    assert!(dir.path().join("big.zr").is_file());
+    check_reads_back(&url, &data, width);
+    assert!(!stage.exists(), "the staging directory is removed");
+}
+
+#[test]
+fn a_small_store_is_one_put_and_an_existing_object_is_refused_without_overwrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = common::dense_records(100, 24, 4, |i| i % 3 == 0);
+    let schema = Schema::dense(DType::U8, &[24]);
+    let url = url_of(&dir.path().join("small.zr"));
+    let stage = write(&url, &schema, WriteOptions::default(), &data).expect("write");
+    check_reads_back(&url, &data, 24);
+    assert!(!stage.exists());
+
+    // Refused at create, before anything is written.
+    match Writer::create(&url, schema.clone(), WriteOptions::default()) {
+        Err(Error::AlreadyExists { path }) => assert_eq!(path, Path::new(&url)),
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    // An object that appears while the store is written is not replaced either.
+    let late = url_of(&dir.path().join("late.zr"));
+    let mut w = Writer::create(&late, schema.clone(), WriteOptions::default()).expect("create");
+    w.append_dense(&data).expect("append");
+    std::fs::write(dir.path().join("late.zr"), b"someone else's").expect("write");
+    match w.close() {
+        Err(Error::AlreadyExists { .. }) => {}
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("late.zr")).expect("read"),
+        b"someone else's"
+    );
+
+    // With overwrite the object is replaced.
+    let other = common::dense_records(50, 24, 5, |_| false);
+    let opts = WriteOptions {
+        overwrite: true,
+        ..WriteOptions::default()
+    };
+    write(&url, &schema, opts, &other).expect("overwrite");
+    check_reads_back(&url, &other, 24);
+}
+
+#[test]
+fn a_failed_upload_publishes_nothing_and_names_the_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = url_of(&dir.path().join("blocker/s.zr"));
+    let schema = Schema::dense(DType::U8, &[8]);
+    let mut w = Writer::create(&url, schema.clone(), raw()).expect("create (nothing there yet)");
+    w.append_dense(&[7u8; 800]).expect("append");
+    let stage = staging_dir(&w);
+    // The destination's "directory" becomes a file: the upload cannot create the
+    // object.
+    std::fs::write(dir.path().join("blocker"), b"").expect("write");
+    let e = w.close().expect_err("the upload fails");
+    assert!(e.to_string().contains(&url), "{e}");
+    assert!(std::fs::read(dir.path().join("blocker"))
+        .expect("read")
+        .is_empty());
+    assert!(
+        !stage.exists(),
+        "the staging directory is removed after a failure too"
+    );
+    // A destination that cannot be checked is refused at create, naming the URL.
+    let e = Writer::create(&url, schema, raw()).expect_err("cannot check the destination");
+    assert!(e.to_string().contains(&url), "{e}");
+}
