@@ -144,3 +144,67 @@ fn a_failed_upload_publishes_nothing_and_names_the_url() {
     let e = Writer::create(&url, schema, raw()).expect_err("cannot check the destination");
     assert!(e.to_string().contains(&url), "{e}");
 }
+
+/// Adds one shard of 5 labels starting at `first` to `b` (its next shard).
+fn add_labels(b: &mut zring_engine::dataset::DatasetBuilder, first: i64) {
+    let schema = Schema::dense(DType::I64, &[]);
+    let files = b.shard_paths(b.added());
+    let mut w = Writer::create(&files[0], schema, WriteOptions::default()).expect("writer");
+    let labels: Vec<u8> = (first..first + 5).flat_map(i64::to_le_bytes).collect();
+    w.append_dense(&labels).expect("append");
+    w.close().expect("close");
+    b.add_shard(5).expect("shard");
+}
+
+#[test]
+fn datasets_are_built_at_a_url_and_one_of_two_writers_publishes_each_version() {
+    use zring_engine::dataset::{Dataset, DatasetBuilder, FieldDest};
+    use zring_engine::ManifestProblem;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = url_of(&dir.path().join("ds"));
+    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
+    let mut b = DatasetBuilder::create(&url, fields.clone(), false).expect("builder");
+    add_labels(&mut b, 0);
+    add_labels(&mut b, 5);
+    assert_eq!(b.publish().expect("publish").version, 1);
+    assert!(dir.path().join("ds/manifests/0000000001.json").is_file());
+
+    // Two writers append to version 1: exactly one publishes version 2.
+    let (mut one, mut two) = (
+        DatasetBuilder::append(&url).expect("one"),
+        DatasetBuilder::append(&url).expect("two"),
+    );
+    add_labels(&mut one, 10);
+    add_labels(&mut two, 100);
+    assert_eq!(one.publish().expect("the first publishes").version, 2);
+    match two.publish() {
+        Err(Error::Manifest { problem, .. }) => {
+            assert!(
+                matches!(
+                    problem,
+                    ManifestProblem::Conflict {
+                        published: 2,
+                        base: 1
+                    }
+                ),
+                "{problem:?}"
+            )
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let ds = Dataset::open(&url, ReadOptions::default()).expect("open");
+    assert_eq!((ds.version(), ds.len()), (2, 15));
+    let mut out = vec![0u8; 3 * 8];
+    ds.gather(&[14, 0, 7], &[0], &mut [FieldDest::Dense(&mut out)])
+        .expect("gather");
+    let got: Vec<i64> = out
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
+        .collect();
+    assert_eq!(got, vec![14, 0, 7]);
+    // An existing dataset is refused without overwrite.
+    assert!(matches!(
+        DatasetBuilder::create(&url, fields, false),
+        Err(Error::AlreadyExists { .. })
+    ));
+}

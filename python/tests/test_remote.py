@@ -478,3 +478,30 @@ def test_a_failed_upload_publishes_nothing(s3: S3, tmp_path: Path) -> None:
         s3.proxy.fail_next = 0
     with pytest.raises(zring.StoreNotFoundError):
         zring.DenseStore(url)
+
+
+def test_write_dataset_publishes_at_a_url(s3: S3, tmp_path: Path) -> None:
+    n = 300
+    cols = {"x": np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), "t": [np.arange(i % 9) for i in range(n)]}
+    url = f"s3://{BUCKET}/written/ds"
+    ds = zring.write_dataset(url, cols, shard_records=64, codec="zstd")
+    assert ds.path == url and len(ds) == n and ds.version == 1
+    again = zring.open_dataset(url)
+    np.testing.assert_array_equal(again.gather(slice(None))["x"], cols["x"])
+    np.testing.assert_array_equal(again[[299]]["t"].to_arrays()[0], cols["t"][299])
+    with pytest.raises(zring.StoreExistsError):
+        zring.write_dataset(url, cols)
+    more = zring.write_dataset(url, {k: v[:10] for k, v in cols.items()}, append=True)
+    assert (more.version, len(more)) == (2, n + 10)
+
+
+def test_convert_writes_each_split_under_a_url_prefix(s3: S3) -> None:
+    datasets = pytest.importorskip("datasets")
+    hf = datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"label": [0, 1, 1], "text": ["a", "bb", "ccc"]}),
+        "test": datasets.Dataset.from_dict({"label": [5], "text": ["z"]}),
+    })
+    url = f"s3://{BUCKET}/written/hf"
+    out = zring.convert(hf, url)
+    assert {k: (v.path, len(v)) for k, v in out.items()} == {"train": (f"{url}/train", 3), "test": (f"{url}/test", 1)}
+    assert zring.open_dataset(f"{url}/train")[2] == {"label": np.array(1), "text": "ccc"}

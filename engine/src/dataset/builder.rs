@@ -13,6 +13,10 @@
 //! nothing. Readers find the newest committed version even while `manifest.json`
 //! lags (see `location::read_current`); stores of an unpublished version are never
 //! named by any manifest.
+//!
+//! A dataset at a URL (`s3://bucket/prefix`) is built the same way: its stores are
+//! uploaded by their writers, and the version's manifest is created with the object
+//! store's create-if-absent PUT, so of two writers exactly one publishes it there too.
 
 use std::fs;
 use std::hash::{BuildHasher, Hasher};
@@ -21,9 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use zring_platform::{parent_dir, PendingFile, PublishError};
 
-use super::location::{read_current, version_path, LocalDir};
+use super::location::{read_current, version_path};
 use super::manifest::{Field, Manifest, Shard, DATA_DIR, MANIFEST_FILE, VERSIONS_DIR};
-use super::{check_store, is_dataset};
+use super::{check_store, is_dataset, location_of};
 use crate::error::{Error, ManifestProblem, Result, ShardMismatch};
 use crate::read::ReadOptions;
 use crate::schema::Schema;
@@ -56,7 +60,7 @@ impl DatasetBuilder {
         let dir = dir.as_ref().to_path_buf();
         let base_version = match is_dataset(&dir) {
             true if !overwrite => return Err(Error::AlreadyExists { path: dir }),
-            true => read_current(&LocalDir::new(&dir))?.version,
+            true => current(&dir)?.version,
             false => 0,
         };
         let fields: Vec<Field> = fields
@@ -84,7 +88,7 @@ impl DatasetBuilder {
     /// whatever shards are added.
     pub fn append(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
-        let current = read_current(&LocalDir::new(&dir))?;
+        let current = current(&dir)?;
         Self::prepare(&dir)?;
         Ok(Self {
             dir,
@@ -97,6 +101,10 @@ impl DatasetBuilder {
     }
 
     fn prepare(dir: &Path) -> Result<()> {
+        if crate::remote::url_of(dir).is_some() {
+            // Object stores have no directories to make.
+            return Ok(());
+        }
         for d in [dir.join(DATA_DIR), dir.join(VERSIONS_DIR)] {
             fs::create_dir_all(&d)
                 .map_err(|e| Error::io(&d, "creating the dataset directory", e))?;
@@ -144,7 +152,7 @@ impl DatasetBuilder {
         let mut files = Vec::with_capacity(self.fields.len());
         for f in &self.fields {
             let rel = self.relative(k, &f.name);
-            let store = Store::open(self.dir.join(&rel), ReadOptions::default())?;
+            let store = Store::open(self.dir.join(&rel), checking())?;
             check_store(&store, f, records).map_err(|mismatch| {
                 Error::manifest(
                     store.path(),
@@ -168,7 +176,7 @@ impl DatasetBuilder {
     /// published a version since this builder started.
     pub fn publish(self) -> Result<Manifest> {
         let now = match is_dataset(&self.dir) {
-            true => read_current(&LocalDir::new(&self.dir))?.version,
+            true => current(&self.dir)?.version,
             false => 0,
         };
         let (dir, base) = (&self.dir, self.base_version);
@@ -200,6 +208,19 @@ impl DatasetBuilder {
     }
 }
 
+/// The current manifest of the dataset at `dir` (a directory or a URL).
+fn current(dir: &Path) -> Result<Manifest> {
+    read_current(&*location_of(dir, &checking())?)
+}
+
+/// How the builder reads what it checks: never through the remote cache (a store
+/// just uploaded would be downloaded whole into it for one look at its footer).
+fn checking() -> ReadOptions {
+    let mut o = ReadOptions::default();
+    o.remote.no_cache = true;
+    o
+}
+
 /// A name for one builder's stores: 16 hex digits, different for every builder on
 /// every host. Uniqueness is all it needs, not unpredictability: the standard
 /// library's randomly keyed hasher (keys from the OS, advanced per instance) over the
@@ -220,6 +241,9 @@ fn writer_name() -> String {
 /// publication protocol: temporary file, fsync, link or rename, directory fsync).
 /// Without `replace`, returns `Ok(false)` and changes nothing when `path` exists.
 fn write_atomic(path: &Path, bytes: &[u8], replace: bool) -> Result<bool> {
+    if let Some(url) = crate::remote::url_of(path) {
+        return put_object(url, bytes, replace);
+    }
     static TEMPS: AtomicU64 = AtomicU64::new(0);
     let dir = parent_dir(path);
     let name = path
@@ -259,4 +283,20 @@ fn write_atomic(path: &Path, bytes: &[u8], replace: bool) -> Result<bool> {
             })
         }
     }
+}
+
+/// [`write_atomic`] for an object: a PUT, create-if-absent without `replace`.
+#[cfg(feature = "remote")]
+fn put_object(url: &str, bytes: &[u8], replace: bool) -> Result<bool> {
+    let conn = crate::remote::Connector::from_url(url, &checking().remote)?;
+    crate::remote::put(&conn, bytes.to_vec(), replace)
+}
+
+#[cfg(not(feature = "remote"))]
+fn put_object(url: &str, _: &[u8], _: bool) -> Result<bool> {
+    Err(Error::InvalidArgument(
+        crate::error::ArgumentError::RemoteNotBuilt {
+            url: url.to_string(),
+        },
+    ))
 }

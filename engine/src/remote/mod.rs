@@ -65,7 +65,7 @@ pub use object::{Connector, RemoteStats};
 #[cfg(feature = "remote")]
 pub(crate) use open::{fetch_tail, TAIL};
 #[cfg(feature = "remote")]
-pub(crate) use upload::{exists, upload};
+pub(crate) use upload::{exists, put, upload};
 #[cfg(feature = "remote")]
 pub(crate) use whole::{open as open_whole, Origin};
 

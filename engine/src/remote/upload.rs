@@ -32,6 +32,33 @@ pub(crate) fn exists(conn: &Connector) -> Result<bool> {
     })?
 }
 
+/// Puts `bytes` as the object at `conn` in one request; without `overwrite`, only if
+/// no object is there (create-if-absent): `Ok(false)` when one is, and nothing
+/// changes.
+pub(crate) fn put(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<bool> {
+    let store = conn.store()?;
+    let location = conn.location.clone();
+    let mode = if overwrite {
+        PutMode::Overwrite
+    } else {
+        PutMode::Create
+    };
+    let put = runtime::run(async move {
+        let opts = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        store
+            .put_opts(&location, PutPayload::from(bytes), opts)
+            .await
+    })?;
+    match put {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(remote_err(conn.url.clone(), "uploading", e)),
+    }
+}
+
 /// Uploads the file at `local` as the object at `conn`. Without `overwrite`, an
 /// object that already exists is an error (`AlreadyExists`): atomically for a
 /// single-part object (a create-if-absent PUT); for a multipart upload, by a check
@@ -51,24 +78,9 @@ pub(crate) fn upload(conn: &Connector, local: &Path, overwrite: bool) -> Result<
         let mut bytes = Vec::with_capacity(len as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| io("reading the staged store", e))?;
-        let mode = if overwrite {
-            PutMode::Overwrite
-        } else {
-            PutMode::Create
-        };
-        let put = runtime::run(async move {
-            let opts = PutOptions {
-                mode,
-                ..PutOptions::default()
-            };
-            store
-                .put_opts(&location, PutPayload::from(bytes), opts)
-                .await
-        })?;
-        return match put {
-            Ok(_) => Ok(()),
-            Err(object_store::Error::AlreadyExists { .. }) => Err(exists()),
-            Err(e) => Err(remote_err(conn.url.clone(), "uploading the store", e)),
+        return match put(conn, bytes, overwrite)? {
+            true => Ok(()),
+            false => Err(exists()),
         };
     }
     if !overwrite && self::exists(conn)? {

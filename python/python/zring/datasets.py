@@ -156,8 +156,17 @@ def from_hf(src: Any, dst: str | os.PathLike[str], fields: _Fields = None, *,
         if split is not None:
             src = src[split]
         else:
-            return {k: write_dataset(Path(dst) / _split_dir(k), v, fields, **options) for k, v in src.items()}
+            return {k: write_dataset(_inside(dst, _split_dir(k)), v, fields, **options) for k, v in src.items()}
     return write_dataset(dst, src, fields, **options)
+
+
+def _inside(dst: str | os.PathLike[str], name: str) -> str | Path:
+    """``name`` inside the destination ``dst``: a directory, or a URL prefix (which
+    ``Path`` would mangle: it folds the ``//`` of ``s3://``)."""
+    text = os.fspath(dst)
+    if "://" in text:
+        return f"{text.rstrip('/')}/{name}"
+    return Path(dst) / name
 
 
 def _split_dir(split: str) -> str:
