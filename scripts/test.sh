@@ -19,11 +19,28 @@
 #   with maturin, ziglang and auditwheel, in which scripts/build_wheel.sh builds the
 #   manylinux2014 wheel that the tests then install.
 #
+# `bash scripts/test.sh --quick` runs the everyday subset: fmt, clippy, the Rust
+# workspace's tests, and the Python tests against a wheel built for this machine
+# (plain maturin, no zig or auditwheel), in the same virtual environment. It skips
+# the slow extras and lists them, with why, at the end; CI runs the full script.
+#
 # To add a Python test dependency, add a line to python/requirements-test.txt. To add
-# a step, add a `step "name"` line followed by its commands; every step is timed.
+# a step, add a `step "name"` line followed by its commands; every step is timed. A
+# slow step that --quick may skip starts with `if full_step "name" "why"; then`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+
+QUICK=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    *)
+      echo "usage: bash scripts/test.sh [--quick]" >&2
+      exit 2
+      ;;
+  esac
+done
 
 # Free disk, printed at the start and the end: a build that runs out of space fails
 # deep inside a compiler, far from the cause.
@@ -33,6 +50,7 @@ STEP_NAME=""
 STEP_START=$SECONDS
 RUN_START=$SECONDS
 TIMINGS=()
+SKIPPED=()
 step() {
   finish_step
   STEP_NAME="$*"
@@ -46,6 +64,17 @@ finish_step() {
     TIMINGS+=("$(printf '%5d s  %s' "$took" "$STEP_NAME")")
   fi
 }
+# A step of the full run only: with --quick it is recorded as skipped, with the
+# reason, and returns 1; otherwise it starts the step.
+full_step() {
+  if [ "$QUICK" = 1 ]; then
+    finish_step
+    STEP_NAME=""
+    SKIPPED+=("$1"$'\n'"      skipped: $2")
+    return 1
+  fi
+  step "$1"
+}
 print_timings() {
   finish_step
   STEP_NAME=""
@@ -53,6 +82,10 @@ print_timings() {
   printf '\n==> time per step\n'
   printf '%s\n' "${TIMINGS[@]}"
   printf '%5d s  total\n' "$((SECONDS - RUN_START))"
+  if [ "${#SKIPPED[@]}" -gt 0 ]; then
+    printf '\n==> skipped by --quick (bash scripts/test.sh runs them)\n'
+    printf '  - %s\n' "${SKIPPED[@]}"
+  fi
 }
 trap print_timings EXIT
 
@@ -88,7 +121,8 @@ step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 (cd python && cargo clippy --all-targets -- -D warnings)
 
-step "cargo package (every published crate packs: metadata, files, versions of path dependencies)"
+if full_step "cargo package (every published crate packs: metadata, files, versions of path dependencies)" \
+  "packaging checks only the manifests and what each .crate holds, and reads the crates.io index"; then
 # --no-verify: this checks the manifests and what goes into each .crate (seconds);
 # verifying would build every crate once more from its extracted package, in a
 # target directory of its own, for nothing the builds and tests here do not cover.
@@ -96,6 +130,7 @@ step "cargo package (every published crate packs: metadata, files, versions of p
 # zring-testkit (helpers of zring's own tests). --allow-dirty lets it run on a
 # checkout with local edits.
 cargo package --workspace --no-verify --allow-dirty --exclude zring-benches --exclude zring-testkit
+fi
 
 step "fio (zring bench --compare fio runs it; cli/tests/bench_cli.rs checks that comparison)"
 if ! command -v fio >/dev/null 2>&1; then
@@ -105,41 +140,51 @@ fi
 step "cargo test (workspace)"
 cargo test --workspace
 
-step "benches once in check mode (tiny data, every output checked, nothing timed)"
-cargo test --workspace --benches
-
-step "fuzz targets: each replays its seed corpus, then 5,000 seeded mutations (stable build, no sanitizer)"
-# The coverage-guided runs need nightly and cargo-fuzz (docs/fuzzing.md); this keeps
-# every target compiling against the current engine and its assertions holding on
-# the seeds and on a fixed, seeded sample of mutations of them. Seeds are copied: a
-# run may add inputs to its corpus directory.
-# The workspace's target directory, so the dependencies built above are reused.
-CARGO_TARGET_DIR="$PWD/target" cargo build --locked --manifest-path fuzz/Cargo.toml --bins
-FUZZ_TMP=$(mktemp -d)
-for target in fuzz/fuzz_targets/*.rs; do
-  name=$(basename "$target" .rs)
-  target/debug/"$name" fuzz/corpus/"$name"/* 2>&1 | tail -n 1
-  cp -r fuzz/corpus/"$name" "$FUZZ_TMP/$name"
-  target/debug/"$name" -runs=5000 -seed=1 "$FUZZ_TMP/$name" 2>&1 | tail -n 1
-done
-rm -rf "$FUZZ_TMP"
-
-step "engine with serde_json's preserve_order on (manifests and schemas unchanged by it)"
-# Its own workspace, so the feature does not unify into the main build (the shared
-# target directory keeps artifacts of different features apart and reuses the rest).
-CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path engine/tests/preserve_order/Cargo.toml
-
-step "platform with the optional hwloc feature (apt: libhwloc-dev libudev-dev pkg-config)"
-if ! pkg-config --exists hwloc 2>/dev/null; then
-  apt_install libhwloc-dev libudev-dev pkg-config
+if full_step "benches once in check mode (tiny data, every output checked, nothing timed)" \
+  "builds and runs every bench target (minutes)"; then
+  cargo test --workspace --benches
 fi
-cargo clippy -p zring-platform --all-targets --features hwloc -- -D warnings
-cargo test -p zring-platform --features hwloc
 
-step "loom: model checks of the pool (claiming, completion), the async oneshot and buffer-pool recycling"
-# A separate target dir, so the --cfg loom build does not invalidate the normal one.
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p zring-platform --release --lib loom
+if full_step "fuzz targets: each replays its seed corpus, then 5,000 seeded mutations (stable build, no sanitizer)" \
+  "a separate build of the fuzz crate and its corpus replay"; then
+  # The coverage-guided runs need nightly and cargo-fuzz (docs/fuzzing.md); this keeps
+  # every target compiling against the current engine and its assertions holding on
+  # the seeds and on a fixed, seeded sample of mutations of them. Seeds are copied: a
+  # run may add inputs to its corpus directory.
+  # The workspace's target directory, so the dependencies built above are reused.
+  CARGO_TARGET_DIR="$PWD/target" cargo build --locked --manifest-path fuzz/Cargo.toml --bins
+  FUZZ_TMP=$(mktemp -d)
+  for target in fuzz/fuzz_targets/*.rs; do
+    name=$(basename "$target" .rs)
+    target/debug/"$name" fuzz/corpus/"$name"/* 2>&1 | tail -n 1
+    cp -r fuzz/corpus/"$name" "$FUZZ_TMP/$name"
+    target/debug/"$name" -runs=5000 -seed=1 "$FUZZ_TMP/$name" 2>&1 | tail -n 1
+  done
+  rm -rf "$FUZZ_TMP"
+fi
+
+if full_step "engine with serde_json's preserve_order on (manifests and schemas unchanged by it)" \
+  "a second build of the engine with another serde_json feature set"; then
+  # Its own workspace, so the feature does not unify into the main build (the shared
+  # target directory keeps artifacts of different features apart and reuses the rest).
+  CARGO_TARGET_DIR="$PWD/target" cargo test --locked --manifest-path engine/tests/preserve_order/Cargo.toml
+fi
+
+if full_step "platform with the optional hwloc feature (apt: libhwloc-dev libudev-dev pkg-config)" \
+  "an optional feature, a second build of the platform crate and Debian packages"; then
+  if ! pkg-config --exists hwloc 2>/dev/null; then
+    apt_install libhwloc-dev libudev-dev pkg-config
+  fi
+  cargo clippy -p zring-platform --all-targets --features hwloc -- -D warnings
+  cargo test -p zring-platform --features hwloc
+fi
+
+if full_step "loom: model checks of the pool (claiming, completion), the async oneshot and buffer-pool recycling" \
+  "a release build under --cfg loom in a target directory of its own, and long model checks"; then
+  # A separate target dir, so the --cfg loom build does not invalidate the normal one.
+  RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p zring-platform --release --lib loom
+fi
 
 step "python: virtual environment with the test dependencies (python/requirements-test.txt)"
 VENV=${ZRING_TEST_VENV:-$HOME/.cache/zring/test-venv}
@@ -158,16 +203,32 @@ if [ "${ZRING_FRESH_VENV:-0}" = 1 ] || [ "$(cat "$VENV/.zring-stamp" 2>/dev/null
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(maturin|numpy|ml.dtypes|torch|jax|jaxlib|pytest) '
 
-step "python: build the manylinux2014 abi3 wheel (scripts/build_wheel.sh: maturin with zig, checked by auditwheel)"
-# The wheel that is tested is the one people install: linked by zig against glibc
-# 2.17, its tag checked by auditwheel.
 rm -rf python/target/wheels
-bash scripts/build_wheel.sh python/target/wheels
-WHEEL=$(ls python/target/wheels/zring-*-abi3-*manylinux*.whl)
-echo "$WHEEL"
+if full_step "python: build the manylinux2014 abi3 wheel and the sdist (scripts/build_wheel.sh: maturin with zig, checked by auditwheel)" \
+  "the zig link and auditwheel check of the wheel people install (a wheel for this machine is built instead)"; then
+  # The wheel that is tested is the one people install: linked by zig against glibc
+  # 2.17, its tag checked by auditwheel.
+  bash scripts/build_wheel.sh python/target/wheels
+  WHEEL=$(ls python/target/wheels/zring-*-abi3-*manylinux*.whl)
+  SDIST=$(ls python/target/wheels/zring-*.tar.gz)
+  echo "$WHEEL"
+  echo "$SDIST"
+else
+  step "python: build a wheel for this machine (maturin build --release, the test venv's maturin)"
+  (cd python && "$VENV/bin/maturin" build --release --interpreter "$VENV/bin/python" --out "$ROOT/python/target/wheels")
+  WHEEL=$(ls python/target/wheels/zring-*.whl)
+  echo "$WHEEL"
+fi
 
-step "python: the wheel installs and works where no Rust toolchain is (scripts/test_wheel_install.sh)"
-bash scripts/test_wheel_install.sh "$WHEEL"
+if full_step "python: the wheel installs and works where no Rust toolchain is (scripts/test_wheel_install.sh)" \
+  "installs the manylinux wheel into a fresh virtual environment"; then
+  bash scripts/test_wheel_install.sh "$WHEEL"
+fi
+
+if full_step "python: the sdist installs with pip, which compiles it (scripts/test_sdist_install.sh)" \
+  "pip compiles the extension again from the sdist (minutes)"; then
+  bash scripts/test_sdist_install.sh "$SDIST"
+fi
 
 step "python: install the wheel into the virtual environment"
 "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps "$WHEEL"
@@ -182,21 +243,23 @@ WORK=$(mktemp -d)
 )
 rm -rf "$WORK"
 
-step "python benches once in check mode (tiny data, every output checked, nothing timed)"
-# The benches behind docs/benchmarks.md's Python figures: each checks its outputs
-# against the source records and stops before timing, so a bench that no longer runs
-# or no longer verifies turns CI red. bench_remote uses moto's server (installed
-# with the test requirements), not s3s-fs.
-BENCH_TMP=$(mktemp -d)
-(
-  export PATH="$VENV/bin:$PATH"
-  python python/bench/bench_gather.py --check --dir "$BENCH_TMP/gather"
-  python python/bench/bench_torch.py --check --dir "$BENCH_TMP/torch"
-  python python/bench/profile_torch_batch.py --check --dir "$BENCH_TMP"
-  python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
-  python python/bench/bench_remote.py --check --server moto --dir "$BENCH_TMP/remote"
-)
-rm -rf "$BENCH_TMP"
+if full_step "python benches once in check mode (tiny data, every output checked, nothing timed)" \
+  "the benches' check modes, which write and read their own data sets"; then
+  # The benches behind docs/benchmarks.md's Python figures: each checks its outputs
+  # against the source records and stops before timing, so a bench that no longer runs
+  # or no longer verifies turns CI red. bench_remote uses moto's server (installed
+  # with the test requirements), not s3s-fs.
+  BENCH_TMP=$(mktemp -d)
+  (
+    export PATH="$VENV/bin:$PATH"
+    python python/bench/bench_gather.py --check --dir "$BENCH_TMP/gather"
+    python python/bench/bench_torch.py --check --dir "$BENCH_TMP/torch"
+    python python/bench/profile_torch_batch.py --check --dir "$BENCH_TMP"
+    python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
+    python python/bench/bench_remote.py --check --server moto --dir "$BENCH_TMP/remote"
+  )
+  rm -rf "$BENCH_TMP"
+fi
 
 # --- Python types, docs and supported interpreters ---------------------------------
 # Self-contained: each script takes the python to use and tests the installed zring.
@@ -204,12 +267,17 @@ rm -rf "$BENCH_TMP"
 # and the wheel ($WHEEL) built above.
 PY=${VENV:+$VENV/bin/python}
 PY=${PY:-python3}
-step "python: stubtest and mypy --strict (package, docs examples, typed public API)"
-bash scripts/typecheck.sh "$PY"
+if full_step "python: stubtest and mypy --strict (package, docs examples, typed public API)" \
+  "type checks of the package and the docs' examples"; then
+  bash scripts/typecheck.sh "$PY"
+fi
 
-step "python: the API reference builds (pdoc)"
-bash scripts/api_docs.sh "$(mktemp -d)" "$PY"
+if full_step "python: the API reference builds (pdoc)" "the API reference build"; then
+  bash scripts/api_docs.sh "$(mktemp -d)" "$PY"
+fi
 
-step "python: one abi3 wheel on CPython 3.10-3.13 with NumPy 2.x and 1.26"
-bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
+if full_step "python: one abi3 wheel on CPython 3.10-3.13 with NumPy 2.x and 1.26" \
+  "a virtual environment per interpreter and NumPy; --quick tests one interpreter"; then
+  bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
+fi
 # --- end of Python types, docs and supported interpreters --------------------------
