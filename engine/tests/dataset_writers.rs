@@ -168,3 +168,57 @@ fn builders_of_one_version_never_share_a_store_name() {
         "{name}"
     );
 }
+
+#[test]
+fn shards_written_under_names_of_their_own_are_added_and_bad_names_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let mut b = DatasetBuilder::create(&ds, fields(), false).unwrap();
+    let write = |rel: &str, ids: &[i64]| {
+        let mut w = Writer::create(
+            ds.join(rel),
+            Schema::dense(DType::I64, &[]),
+            WriteOptions::default(),
+        )
+        .unwrap();
+        let bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+        w.append_dense(&bytes).unwrap();
+        w.close().unwrap();
+    };
+    write("data/task-1.id.zr", &[1, 2, 3]);
+    write("data/task-0.id.zr", &[0]);
+    let bad = |b: &mut DatasetBuilder, files: Vec<&str>| {
+        let files = files.into_iter().map(String::from).collect();
+        match b.add_shard_files(1, files) {
+            Err(Error::Manifest { problem, .. }) => {
+                assert!(
+                    matches!(problem, ManifestProblem::NewShardFiles { .. }),
+                    "{problem:?}"
+                )
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    };
+    for files in [
+        vec!["../task-0.id.zr"],
+        vec!["data/../../x.zr"],
+        vec!["data/"],
+        vec!["data/.hidden.zr"],
+        vec!["task-0.id.zr"],
+        vec!["data/task-0.id.zr", "data/task-1.id.zr"],
+    ] {
+        bad(&mut b, files);
+    }
+    b.add_shard_files(1, vec!["data/task-0.id.zr".into()])
+        .unwrap();
+    bad(&mut b, vec!["data/task-0.id.zr"]);
+    // A count the store does not hold is the usual mismatch.
+    assert!(b
+        .add_shard_files(2, vec!["data/task-1.id.zr".into()])
+        .is_err());
+    b.add_shard_files(3, vec!["data/task-1.id.zr".into()])
+        .unwrap();
+    b.publish().unwrap();
+    let d = Dataset::open(&ds, ReadOptions::default()).unwrap();
+    assert_eq!(d.len(), 4);
+}

@@ -379,6 +379,34 @@ pub struct PyDatasetBuilder {
 }
 
 impl PyDatasetBuilder {
+    /// Runs `add` (which opens and checks a shard's stores) on a thread of its own,
+    /// so that Ctrl-C need not wait for it. The builder leaves its slot meanwhile (no
+    /// lock is held while waiting with the GIL released and retaken); after an
+    /// interrupt it is dropped with that work, and the builder is closed: an
+    /// interrupted write publishes nothing.
+    fn adding(
+        &self,
+        py: Python<'_>,
+        add: impl FnOnce(&mut DatasetBuilder) -> zring_engine::Result<()> + Send + 'static,
+    ) -> PyResult<()> {
+        let builder = self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| errors::closed(py, "the dataset builder"))?;
+        let (builder, result) = interrupt::wait_for_thread(py, "dataset-shard", move || {
+            let mut builder = builder;
+            let result = add(&mut builder);
+            (builder, result)
+        })?;
+        *self
+            .builder
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(builder);
+        result.map_err(|e| errors::engine(py, e))
+    }
+
     fn with<T>(
         &self,
         py: Python<'_>,
@@ -471,27 +499,14 @@ impl PyDatasetBuilder {
 
     /// Adds the next new shard, whose stores hold `records` records each.
     fn add_shard(&self, py: Python<'_>, records: u64) -> PyResult<()> {
-        // Opening and checking the shard's stores runs on a thread of its own, so
-        // that Ctrl-C need not wait for it. The builder leaves its slot meanwhile
-        // (no lock is held while waiting with the GIL released and retaken); after
-        // an interrupt it is dropped with that work, and the builder is closed: an
-        // interrupted write publishes nothing.
-        let builder = self
-            .builder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .ok_or_else(|| errors::closed(py, "the dataset builder"))?;
-        let (builder, result) = interrupt::wait_for_thread(py, "dataset-shard", move || {
-            let mut builder = builder;
-            let result = builder.add_shard(records);
-            (builder, result)
-        })?;
-        *self
-            .builder
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(builder);
-        result.map_err(|e| errors::engine(py, e))
+        self.adding(py, move |b| b.add_shard(records))
+    }
+
+    /// Adds the next new shard from stores already written under `files` (one per
+    /// field, relative to the dataset, under its `data/` directory; names of the
+    /// caller's own), holding `records` records each.
+    fn add_shard_files(&self, py: Python<'_>, records: u64, files: Vec<String>) -> PyResult<()> {
+        self.adding(py, move |b| b.add_shard_files(records, files))
     }
 
     /// Publishes the new version atomically; returns its number.

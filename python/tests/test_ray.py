@@ -63,7 +63,7 @@ def test_write_then_read_round_trip(tmp_path):
     assert (len(ds), ds.version, ds.fields) == (N, 1, list(FIELDS))
     assert ds.shards >= 2  # one shard per write task, written in parallel
     _check([ds[i] for i in range(N)], items)
-    assert sorted(os.listdir(tmp_path)) == ["ds"]  # the staging directory is gone
+    assert sorted(os.listdir(tmp_path)) == ["ds"]  # nothing written beside the dataset
 
     back = read_zring(out, override_num_blocks=3)
     _check(back.take_all(), items)

@@ -1,5 +1,6 @@
-"""zring.ray reading straight from object storage: datasets and stores at s3:// URLs
-on the local S3-compatible server, with no path the read tasks share."""
+"""zring.ray without a shared file system: a Ray cluster of two simulated nodes
+(ray.cluster_utils.Cluster) writing and reading datasets and stores at s3:// URLs on
+the local S3-compatible server, with no local path the tasks share."""
 
 from __future__ import annotations
 
@@ -15,20 +16,29 @@ pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
 from s3_server import BUCKET, S3, s3  # noqa: E402,F401  (s3: the module's server fixture)
-from zring.ray import read_zring  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from zring.ray import ZringDatasink, read_zring  # noqa: E402
 
 N = 200
 
 
 @pytest.fixture(scope="module")
 def local_ray(s3: S3):  # noqa: F811
-    # Started after the server, so the workers inherit its endpoint and credentials.
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=200 << 20, log_to_driver=False)
+    # Two nodes of one CPU each, started after the server, so that their workers
+    # inherit its endpoint and credentials.
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": 100 << 20, "include_dashboard": False},
+    )
+    cluster.add_node(num_cpus=1, object_store_memory=100 << 20)
+    ray.init(address=cluster.address, log_to_driver=False)
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
     yield
     ray.shutdown()
+    cluster.shutdown()
 
 
 def _columns() -> dict[str, np.ndarray]:
@@ -67,3 +77,31 @@ def test_a_bad_read_setting_is_refused_before_any_task_runs(s3: S3, local_ray: N
     with pytest.raises(zring.InvalidArgumentError, match="queue_depth"):
         read_zring(url, queue_depth=0)
 
+
+
+def test_a_datasink_at_a_url_publishes_from_tasks_on_both_nodes(s3: S3, local_ray: None) -> None:  # noqa: F811
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    items = [{"id": i, "tokens": np.arange(i % 5 + 1, dtype=np.int32) + i} for i in range(N)]
+    url = f"s3://{BUCKET}/ray/written"
+    # Each task records the node it ran on, so the test knows both nodes wrote.
+    def tag_node(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        batch["node"] = np.full(len(batch["id"]), int(ray.get_runtime_context().get_node_id()[:8], 16))
+        return batch
+
+    src = ray.data.from_items(items, override_num_blocks=4).map_batches(
+        tag_node, batch_format="numpy", scheduling_strategy="SPREAD"
+    )
+    src.write_datasink(ZringDatasink(url, ["id", "tokens", "node"], codec="zstd"))
+    ds = zring.open_dataset(url)
+    assert (len(ds), ds.version, ds.fields) == (N, 1, ["id", "tokens", "node"])
+    assert ds.gather(slice(None))["id"].tolist() == list(range(N))
+    assert ds[7]["tokens"].tolist() == list(range(7, 10))
+    assert len(set(ds.gather(slice(None))["node"].tolist())) == 2, "both nodes wrote shards"
+    # An append publishes version 2 holding both; reading goes back through the cluster.
+    ray.data.from_items(items[:20], override_num_blocks=2).map_batches(tag_node, batch_format="numpy").write_datasink(
+        ZringDatasink(url, append=True)
+    )
+    back = read_zring(url, ["id"], override_num_blocks=2).take_all()
+    assert [r["id"] for r in back] == list(range(N)) + list(range(20))
+    with pytest.raises(FileExistsError):
+        ray.data.from_items(items[:5]).write_datasink(ZringDatasink(url))

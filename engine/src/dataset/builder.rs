@@ -149,10 +149,60 @@ impl DatasetBuilder {
     /// records each; checks every store against its field's schema and the count.
     pub fn add_shard(&mut self, records: u64) -> Result<()> {
         let k = self.added.len();
-        let mut files = Vec::with_capacity(self.fields.len());
-        for f in &self.fields {
-            let rel = self.relative(k, &f.name);
-            let store = Store::open(self.dir.join(&rel), checking())?;
+        let files = self
+            .fields
+            .iter()
+            .map(|f| self.relative(k, &f.name))
+            .collect();
+        self.add(records, files)
+    }
+
+    /// Adds the next new shard from stores already written under the names `files`
+    /// (one per field, in field order; paths relative to the dataset, under its
+    /// `data/` directory), checked as [`add_shard`](DatasetBuilder::add_shard)
+    /// checks. For writers that cannot know the names `shard_paths` would give
+    /// (Ray's write tasks run before the version is chosen): the names must be
+    /// their own, so that no other writer's manifest names the same stores.
+    pub fn add_shard_files(&mut self, records: u64, files: Vec<String>) -> Result<()> {
+        let k = self.added.len();
+        let problem = |why: String| {
+            Error::manifest(&self.dir, ManifestProblem::NewShardFiles { shard: k, why })
+        };
+        if files.len() != self.fields.len() {
+            return Err(problem(format!(
+                "{} store names for {} fields",
+                files.len(),
+                self.fields.len()
+            )));
+        }
+        for f in &files {
+            let plain = f
+                .strip_prefix(DATA_DIR)
+                .and_then(|r| r.strip_prefix('/'))
+                .is_some_and(|name| {
+                    !name.is_empty() && !name.contains(['/', '\\']) && !name.starts_with('.')
+                });
+            if !plain {
+                return Err(problem(format!(
+                    "{f:?} is not a file name under {DATA_DIR}/"
+                )));
+            }
+            let taken = self
+                .kept
+                .iter()
+                .chain(&self.added)
+                .any(|s| s.files.contains(f));
+            if taken || files.iter().filter(|g| *g == f).count() > 1 {
+                return Err(problem(format!("{f:?} is already a store of this dataset")));
+            }
+        }
+        self.add(records, files)
+    }
+
+    fn add(&mut self, records: u64, files: Vec<String>) -> Result<()> {
+        let k = self.added.len();
+        for (f, rel) in self.fields.iter().zip(&files) {
+            let store = Store::open(self.dir.join(rel), checking())?;
             check_store(&store, f, records).map_err(|mismatch| {
                 Error::manifest(
                     store.path(),
@@ -165,7 +215,6 @@ impl DatasetBuilder {
                     })),
                 )
             })?;
-            files.push(rel);
         }
         self.added.push(Shard { records, files });
         Ok(())

@@ -55,6 +55,8 @@ pub enum ManifestProblem {
     Store(Box<ShardMismatch>),
     /// Another writer published `published` while this one built on `base`.
     Conflict { published: u64, base: u64 },
+    /// The store names given for new shard `shard` cannot be added (`why`).
+    NewShardFiles { shard: usize, why: String },
     /// Publishing the manifest failed in a way the protocol does not name (the
     /// platform's error is the source).
     Publish {
@@ -115,6 +117,9 @@ impl fmt::Display for ManifestProblem {
                 f,
                 "version {published} was published while this writer built on version {base}; write again"
             ),
+            ManifestProblem::NewShardFiles { shard, why } => {
+                write!(f, "new shard {shard}: {why}")
+            }
             ManifestProblem::Publish { source } => {
                 write!(f, "publishing the manifest failed: {source}")
             }

@@ -6,9 +6,9 @@ from a distributed pipeline.
   and hands Ray Arrow blocks built over the gathered NumPy arrays without copying
   (dense fields; ragged ``values`` become the child array of an Arrow list).
 - :class:`ZringDatasink` writes one shard per write task (a zring writer per field,
-  fed block by block) under a staging directory next to the dataset, and publishes
-  the manifest once, in ``on_write_complete``, after every task succeeded. A failed
-  job publishes nothing and removes its staging directory.
+  fed block by block) into the dataset's ``data/`` under names of the job's own, at
+  a local path or a URL, and publishes the manifest once, in ``on_write_complete``,
+  after every task succeeded. A failed job publishes nothing.
 
 This module imports Ray; ``import zring`` does not.
 """
@@ -16,7 +16,6 @@ This module imports Ray; ``import zring`` does not.
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -297,7 +296,9 @@ def _columns(
 
 
 class ZringDatasink(Datasink):  # type: ignore[misc]
-    """Writes a Ray dataset as the zring dataset in directory ``path``.
+    """Writes a Ray dataset as the zring dataset at ``path``: a directory, or a URL
+    prefix (``s3://bucket/datasets/name``, ...), so the workers need no shared file
+    system.
 
     ``fields``: ``None`` (every column, schemas inferred per write task and checked
     equal before publishing), a list of column names, or ``{name: schema}`` as for
@@ -307,10 +308,12 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
     ``append`` / ``overwrite`` as for :func:`zring.write_dataset`; ``codec``,
     ``level`` for the stores.
 
-    Each write task writes one shard under ``.<name>.zring-staging-<id>`` next to
-    ``path``; ``on_write_complete`` moves the shards into the dataset (shard order =
-    write task order, which is the dataset's order when Ray preserves order) and
-    publishes one manifest. ``path`` must be on a file system every worker sees.
+    Each write task writes (or uploads) one shard's stores straight into the
+    dataset's ``data/``, under names of this job's own that no manifest names yet;
+    ``on_write_complete`` adds them as shards (shard order = write task order, which
+    is the dataset's order when Ray preserves order) and publishes one manifest. A
+    failed job publishes nothing; on a local disk it also removes what its tasks
+    wrote (at a URL those objects stay, named by no manifest).
     """
 
     def __init__(
@@ -318,34 +321,40 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
         *, records_per_shard: int | None = None, codec: CodecName = "zstd", level: int = 3,
         append: bool = False, overwrite: bool = False
     ) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        text = os.fspath(path)
+        self.path = text.rstrip("/") if _is_url(text) else os.path.abspath(text)
         self.specs = {k: FieldSpec.parse(v) for k, v in fields.items()} if isinstance(fields, dict) else {}
         self.names = list(fields) if fields is not None else None
         self.records_per_shard = records_per_shard
         self.codec, self.level = codec, level
         self.append, self.overwrite = append, overwrite
-        parent, name = os.path.split(self.path)
-        self.staging = os.path.join(parent, f".{name}.zring-staging-{uuid.uuid4().hex}")
+        # This job's part of its store names (unique, so no other writer's stores
+        # are ever named the same).
+        self.job = uuid.uuid4().hex[:16]
 
     @property
     def min_rows_per_write(self) -> int | None:
         return self.records_per_shard
 
+    def _at(self, rel: str) -> str:
+        return f"{self.path}/{rel}" if _is_url(self.path) else os.path.join(self.path, rel)
+
     def on_write_start(self, schema: Any = None) -> None:
-        exists = os.path.exists(os.path.join(self.path, "manifest.json"))
+        exists = _dataset_exists(self.path)
         if exists and not (self.append or self.overwrite):
             raise FileExistsError(f"{self.path} is already a zring dataset (pass append=True or overwrite=True)")
         if self.append and not exists:
             raise FileNotFoundError(f"{self.path} is not a zring dataset to append to")
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any] | None:
-        os.makedirs(self.staging, exist_ok=True)
+        if not _is_url(self.path):
+            os.makedirs(self._at(_DATA), exist_ok=True)
         specs = dict(self.specs)
         names = self.names
         writers: dict[str, DenseWriter | RaggedWriter] = {}
         files: dict[str, str] = {}
         records = 0
-        tag = f"{ctx.task_idx:06}-{uuid.uuid4().hex[:8]}"
+        tag = f"ray-{self.job}-{ctx.task_idx:06}-{uuid.uuid4().hex[:8]}"
         try:
             for block in blocks:
                 if BlockAccessor.for_block(block).num_rows() == 0:
@@ -353,17 +362,19 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
                 names, cols = _columns(block, names, specs)
                 if not writers:
                     for name in names:
-                        files[name] = os.path.join(self.staging, f"{tag}.{name}.zr")
-                        writers[name] = _open_writer(files[name], specs[name], self.codec, self.level)
+                        files[name] = f"{_DATA}/{tag}.{name}.zr"
+                        writers[name] = _open_writer(self._at(files[name]), specs[name], self.codec, self.level)
                 for name in names:
                     _append(writers[name], cols[name], specs[name], name)
                 records += len(cols[names[0]])
+            for w in writers.values():
+                w.close()
         except BaseException:
             for w in writers.values():
                 w.abort()
+            for rel in files.values():
+                self._remove(rel)
             raise
-        for w in writers.values():
-            w.close()
         if not records:
             return None
         names = cast("list[str]", names)  # set by the blocks that held the records
@@ -377,7 +388,6 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
 
     def on_write_complete(self, write_result: Any) -> None:
         shards = sorted((r for r in write_result.write_returns if r), key=lambda r: r["task"])
-        moved = []
         try:
             if not shards:
                 raise ValueError("the Ray dataset holds no records; no zring dataset was written")
@@ -398,28 +408,59 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
                     raise ValueError(f"appending fields {names} to a dataset of fields {have}")
             else:
                 builder = _DatasetBuilder(self.path, [first["specs"][k] for k in names], overwrite=self.overwrite)
-            for k, r in enumerate(shards):
-                for name, dst in zip(names, builder.shard_paths(k)):
-                    os.replace(r["files"][name], dst)
-                    moved.append(dst)
-                builder.add_shard(r["records"])
+            for r in shards:
+                builder.add_shard_files(r["records"], [r["files"][name] for name in names])
             builder.publish()
         except BaseException:
-            for p in moved:
-                _remove(p)
+            for r in shards:
+                for rel in r["files"].values():
+                    self._remove(rel)
+            self._tidy()
             raise
-        finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
 
     def on_write_failed(self, error: Exception) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        # The tasks that succeeded wrote stores no manifest will name.
+        if not _is_url(self.path):
+            for p in Path(self._at(_DATA)).glob(f"ray-{self.job}-*.zr"):
+                _remove(str(p))
+        self._tidy()
+
+    def _tidy(self) -> None:
+        """Removes the directories a failed job made for a dataset that does not
+        exist (each only if empty: another writer's files stay)."""
+        if _is_url(self.path):
+            return
+        for d in (self._at(_DATA), self._at("manifests"), self.path):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+    def _remove(self, rel: str) -> None:
+        # Objects at a URL are left: named by no manifest, no reader sees them.
+        if not _is_url(self.path):
+            _remove(self._at(rel))
 
     def get_name(self) -> str:
         return "WriteZring"
 
 
+#: The directory of a dataset's stores.
+_DATA = "data"
+
+
+def _dataset_exists(path: str) -> bool:
+    if not _is_url(path):
+        return os.path.exists(os.path.join(path, "manifest.json"))
+    try:
+        open_dataset(path, remote={"no_cache": True})
+    except StoreNotFoundError:
+        return False
+    return True
+
+
 def _open_writer(path: str, spec: FieldSpec, codec: str, level: int) -> DenseWriter | RaggedWriter:
-    kwargs: dict[str, Any] = dict(codec=codec, level=level, overwrite=True, metadata=dict(spec.metadata))
+    kwargs: dict[str, Any] = dict(codec=codec, level=level, metadata=dict(spec.metadata))
     if spec.ragged:
         return RaggedWriter(path, spec.dtype, spec.ndim, **kwargs)
     return DenseWriter(path, spec.dtype, spec.shape, **kwargs)
