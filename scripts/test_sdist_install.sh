@@ -53,22 +53,6 @@ echo "pip install $(basename "$SDIST") (compiles the extension; target directory
 
 cd "$WORK"
 export PATH="$WORK/venv/bin:$PATH"
-python - <<'PY'
-import numpy as np
-import zring
-
-with zring.DenseWriter("labels.zr", "int64", ()) as w:
-    w.append(np.arange(1000, dtype=np.int64))
-labels = zring.DenseStore("labels.zr")
-assert (labels[[7, 999, 0]] == [7, 999, 0]).all()
-
-with zring.RaggedWriter("tokens.zr", "int32", 1) as w:
-    for n in range(1, 200):
-        w.append([np.full(n, n, dtype=np.int32)])
-with zring.pack("tokens.zr", 128, rows=4) as packed:
-    batch = next(packed)
-assert batch["tokens"].shape == (4, 128)
-print("zring", zring.__version__, "built from the sdist and working")
-PY
+python "$ROOT/scripts/installed_smoke.py" "built from the sdist and working"
 zring --help >/dev/null
 echo "the zring command runs"

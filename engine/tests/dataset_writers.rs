@@ -15,9 +15,8 @@ fn fields() -> Vec<(String, Schema)> {
     vec![("id".into(), Schema::dense(DType::I64, &[]))]
 }
 
-/// Writes `ids` as the next shard of `b`.
-fn add_ids(b: &mut DatasetBuilder, ids: &[i64]) {
-    let path = b.shard_paths(b.added()).remove(0);
+/// Writes `ids` as a store of the `id` field at `path`.
+fn write_ids(path: &Path, ids: &[i64]) {
     let mut w = Writer::create(
         path,
         Schema::dense(DType::I64, &[]),
@@ -27,6 +26,11 @@ fn add_ids(b: &mut DatasetBuilder, ids: &[i64]) {
     let bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
     w.append_dense(&bytes).unwrap();
     w.close().unwrap();
+}
+
+/// Writes `ids` as the next shard of `b`.
+fn add_ids(b: &mut DatasetBuilder, ids: &[i64]) {
+    write_ids(&b.shard_paths(b.added()).remove(0), ids);
     b.add_shard(ids.len() as u64).unwrap();
 }
 
@@ -174,19 +178,8 @@ fn shards_written_under_names_of_their_own_are_added_and_bad_names_refused() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dir.path().join("ds");
     let mut b = DatasetBuilder::create(&ds, fields(), false).unwrap();
-    let write = |rel: &str, ids: &[i64]| {
-        let mut w = Writer::create(
-            ds.join(rel),
-            Schema::dense(DType::I64, &[]),
-            WriteOptions::default(),
-        )
-        .unwrap();
-        let bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
-        w.append_dense(&bytes).unwrap();
-        w.close().unwrap();
-    };
-    write("data/task-1.id.zr", &[1, 2, 3]);
-    write("data/task-0.id.zr", &[0]);
+    write_ids(&ds.join("data/task-1.id.zr"), &[1, 2, 3]);
+    write_ids(&ds.join("data/task-0.id.zr"), &[0]);
     let bad = |b: &mut DatasetBuilder, files: Vec<&str>| {
         let files = files.into_iter().map(String::from).collect();
         match b.add_shard_files(1, files) {

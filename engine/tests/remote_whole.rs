@@ -247,7 +247,7 @@ fn eviction_unlinks_the_least_recently_opened_entries() {
 
 #[test]
 fn datasets_at_a_url_cache_each_shard_whole() {
-    use zring_engine::dataset::{Dataset, FieldDest};
+    use zring_engine::dataset::Dataset;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = label_dataset(dir.path());
     let url = format!("file://{}", path.display());
@@ -255,14 +255,7 @@ fn datasets_at_a_url_cache_each_shard_whole() {
     let opts = cache_opts(cache.path(), 1 << 30, WholeObjects::Auto);
     for round in 0..2 {
         let ds = Dataset::open(&url, opts.clone()).expect("open dataset at a URL");
-        let mut out = vec![0u8; 3 * 8];
-        ds.gather(&[14, 0, 7], &[0], &mut [FieldDest::Dense(&mut out)])
-            .expect("gather");
-        let got: Vec<i64> = out
-            .chunks(8)
-            .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
-            .collect();
-        assert_eq!(got, vec![14, 0, 7]);
+        assert_eq!(common::labels_at(&ds, &[14, 0, 7]), vec![14, 0, 7]);
         for shard in 0..3 {
             let st = ds
                 .store(shard, 0)

@@ -158,7 +158,7 @@ fn add_labels(b: &mut zring_engine::dataset::DatasetBuilder, first: i64) {
 
 #[test]
 fn datasets_are_built_at_a_url_and_one_of_two_writers_publishes_each_version() {
-    use zring_engine::dataset::{Dataset, DatasetBuilder, FieldDest};
+    use zring_engine::dataset::{Dataset, DatasetBuilder};
     use zring_engine::ManifestProblem;
     let dir = tempfile::tempdir().expect("tempdir");
     let url = url_of(&dir.path().join("ds"));
@@ -194,14 +194,7 @@ fn datasets_are_built_at_a_url_and_one_of_two_writers_publishes_each_version() {
     }
     let ds = Dataset::open(&url, ReadOptions::default()).expect("open");
     assert_eq!((ds.version(), ds.len()), (2, 15));
-    let mut out = vec![0u8; 3 * 8];
-    ds.gather(&[14, 0, 7], &[0], &mut [FieldDest::Dense(&mut out)])
-        .expect("gather");
-    let got: Vec<i64> = out
-        .chunks(8)
-        .map(|c| i64::from_le_bytes(c.try_into().expect("8")))
-        .collect();
-    assert_eq!(got, vec![14, 0, 7]);
+    assert_eq!(common::labels_at(&ds, &[14, 0, 7]), vec![14, 0, 7]);
     // An existing dataset is refused without overwrite.
     assert!(matches!(
         DatasetBuilder::create(&url, fields, false),

@@ -513,16 +513,23 @@ fn remove_stale_temps(path: &Path) {
         let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        let idle = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= std::time::Duration::from_secs(60));
-        if pid != std::process::id() && idle && !zring_platform::process_is_alive(pid) {
+        if left_by_dead_process(&entry, pid) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Whether `entry`, named for process `pid`, was left by a process that is gone:
+/// not this one, not alive, and untouched for a minute (a writer in another pid
+/// namespace sharing the directory is not taken for dead while it writes).
+fn left_by_dead_process(entry: &std::fs::DirEntry, pid: u32) -> bool {
+    let idle = entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= std::time::Duration::from_secs(60));
+    pid != std::process::id() && idle && !zring_platform::process_is_alive(pid)
 }
 
 /// `.<name>.<pid>.<n>.zr-tmp` beside the final path: same directory (so the final

@@ -458,6 +458,17 @@ pub fn assert_served_by(store: &Store, asked: Backend, records: u64) {
     );
 }
 
+/// Field 0 (int64 labels) of `ids` in dataset `ds`.
+pub fn labels_at(ds: &zring_engine::dataset::Dataset, ids: &[u64]) -> Vec<i64> {
+    use zring_engine::dataset::FieldDest;
+    let mut out = vec![0u8; ids.len() * 8];
+    ds.gather(ids, &[0], &mut [FieldDest::Dense(&mut out)])
+        .expect("gather labels");
+    out.chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
 /// A dataset at `dir/ds`: one field, `label` (int64), `shards` shards of 5 records,
 /// record `i` holding `i`.
 pub fn label_dataset_of(dir: &Path, shards: usize) -> PathBuf {
