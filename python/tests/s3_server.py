@@ -30,7 +30,11 @@ class Proxy:
         self.upstream = upstream
         self.requests: list[tuple[str, str, str]] = []
         self.fail_next = 0
+        # The status and S3 error code of an injected failure.
+        self.fail_with = (500, "InternalError")
         self.drop_next = 0
+        # Only requests of this method (say "PUT") fail or drop, when set.
+        self.only: str | None = None
         # Seconds to wait before forwarding each ranged GET (a slow download).
         self.delay = 0.0
         self.lock = threading.Lock()
@@ -46,8 +50,9 @@ class Proxy:
                 rng = self.headers.get("Range", "")
                 with proxy.lock:
                     proxy.requests.append((self.command, self.path, rng))
-                    drop = proxy.drop_next > 0
-                    fail = not drop and proxy.fail_next > 0
+                    chosen = proxy.only is None or proxy.only == self.command
+                    drop = chosen and proxy.drop_next > 0
+                    fail = chosen and not drop and proxy.fail_next > 0
                     proxy.drop_next -= int(drop)
                     proxy.fail_next -= int(fail)
                 if rng and self.command == "GET" and proxy.delay:
@@ -57,8 +62,9 @@ class Proxy:
                     self.connection.close()
                     return
                 if fail:
-                    body = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-                    self.send_response(500)
+                    status, code = proxy.fail_with
+                    body = f"<Error><Code>{code}</Code><Message>injected</Message></Error>".encode()
+                    self.send_response(status)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)

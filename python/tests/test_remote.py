@@ -480,6 +480,58 @@ def test_a_failed_upload_publishes_nothing(s3: S3, tmp_path: Path) -> None:
         zring.DenseStore(url)
 
 
+@pytest.mark.parametrize("fault", ["503 SlowDown", "500", "connection reset"])
+def test_transient_upload_faults_are_retried(s3: S3, fault: str) -> None:
+    """Throttling, a server error, or a connection reset while a part is sent: the
+    upload retries with backoff and the store is published whole. (A reset is
+    restarted for the parts of a multipart upload; the client itself retries the
+    statuses.)"""
+    url = f"s3://{BUCKET}/written/retried-{fault.split()[0]}.zr"
+    rows = 1280 if fault == "connection reset" else 64  # 10 MiB: a multipart upload
+    data = np.arange(rows * 1024, dtype=np.int64).reshape(rows, 1024)
+    w = zring.DenseWriter(url, np.int64, (1024,), codec="raw", remote=FAST)
+    w.append(data)
+    s3.proxy.clear()
+    if fault == "connection reset":
+        s3.proxy.only, s3.proxy.drop_next = "PUT", 2  # two parts cut off mid-body
+    else:
+        s3.proxy.fail_with = (503, "SlowDown") if fault.startswith("503") else (500, "InternalError")
+        s3.proxy.fail_next = 2
+    try:
+        assert w.close() == rows
+    finally:
+        s3.proxy.fail_next = s3.proxy.drop_next = 0
+        s3.proxy.fail_with, s3.proxy.only = (500, "InternalError"), None
+    with s3.proxy.lock:
+        puts = [r for r in s3.proxy.requests if r[0] == "PUT"]
+    assert len(puts) >= 3, puts
+    np.testing.assert_array_equal(zring.DenseStore(url)[[rows - 1, 0]], data[[rows - 1, 0]])
+
+
+def test_refused_and_missing_destinations_say_so(s3: S3) -> None:
+    """403 is not retried and is a permission error naming the URL; a bucket that
+    does not exist is an error naming it; neither publishes anything."""
+    url = f"s3://{BUCKET}/written/forbidden.zr"
+    w = zring.DenseWriter(url, np.uint8, (16,), codec="raw", remote=FAST)
+    w.append(np.zeros((4, 16), dtype=np.uint8))
+    s3.proxy.fail_with, s3.proxy.fail_next = (403, "AccessDenied"), 1000
+    s3.proxy.clear()
+    try:
+        with pytest.raises(PermissionError, match="written/forbidden.zr"):
+            w.close()
+        with s3.proxy.lock:
+            assert len([r for r in s3.proxy.requests if r[0] == "PUT"]) == 1, "403 is not retried"
+    finally:
+        s3.proxy.fail_next = 0
+        s3.proxy.fail_with = (500, "InternalError")
+    with pytest.raises(zring.StoreNotFoundError):
+        zring.DenseStore(url)
+    missing = "s3://no-such-bucket/x.zr"
+    with pytest.raises(zring.ZringError, match="no-such-bucket"):
+        with zring.DenseWriter(missing, np.uint8, (16,), remote=FAST) as w:
+            w.append(np.zeros((4, 16), dtype=np.uint8))
+
+
 def test_write_dataset_publishes_at_a_url(s3: S3, tmp_path: Path) -> None:
     n = 300
     cols = {"x": np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), "t": [np.arange(i % 9) for i in range(n)]}

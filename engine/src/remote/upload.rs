@@ -4,14 +4,22 @@
 //! multipart upload is only visible once completed, and a failed one is aborted.
 
 use std::fs::File;
+use std::future::Future;
 use std::io::Read;
 use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+use object_store::retry::{RetryContext, RetryFailure, RetryPolicy};
+use object_store::{
+    ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, WriteMultipart,
+};
 
 use crate::error::{Error, Result};
 
 use super::object::{remote_err, Connector};
+use super::options::RemoteOptions;
 use super::runtime;
 
 /// Bytes per part (S3's minimum part is 5 MiB, all but the last).
@@ -64,7 +72,12 @@ pub(crate) fn put(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<b
 /// single-part object (a create-if-absent PUT); for a multipart upload, by a check
 /// just before the upload starts (multipart completion cannot be conditional in
 /// object_store).
-pub(crate) fn upload(conn: &Connector, local: &Path, overwrite: bool) -> Result<()> {
+pub(crate) fn upload(
+    conn: &Connector,
+    local: &Path,
+    overwrite: bool,
+    opts: &RemoteOptions,
+) -> Result<()> {
     let io = |what, e| Error::io(local, what, e);
     let mut file = File::open(local).map_err(|e| io("reading the staged store", e))?;
     let len = file
@@ -86,8 +99,9 @@ pub(crate) fn upload(conn: &Connector, local: &Path, overwrite: bool) -> Result<
     if !overwrite && self::exists(conn)? {
         return Err(exists());
     }
+    let retry = PutMultipartOptions::default().with_retry_policy(Arc::new(PartRetry::new(opts)));
     let done = runtime::run(async move {
-        let upload = match store.put_multipart(&location).await {
+        let upload = match store.put_multipart_opts(&location, retry).await {
             Ok(u) => u,
             Err(e) => return Err(UploadError::Remote(e)),
         };
@@ -116,6 +130,63 @@ pub(crate) fn upload(conn: &Connector, local: &Path, overwrite: bool) -> Result<
         Ok(_) => Ok(()),
         Err(UploadError::Local(e)) => Err(io("reading the staged store", e)),
         Err(UploadError::Remote(e)) => Err(remote_err(conn.url.clone(), "uploading the store", e)),
+    }
+}
+
+/// Restarts a part whose upload failed after the client's own retries: a connection
+/// reset or a timeout while its body was being sent (which the client does not
+/// retry, since a PUT's body may have been partly sent), or throttling and server
+/// errors that outlasted them. Restarting a part is safe: a part number uploaded
+/// again replaces the earlier one. `max_retries` restarts per part, with the
+/// options' exponential backoff between them.
+#[derive(Debug)]
+struct PartRetry {
+    max: usize,
+    initial: Duration,
+    max_backoff: Duration,
+}
+
+impl PartRetry {
+    fn new(opts: &RemoteOptions) -> Self {
+        Self {
+            max: opts.max_retries,
+            initial: opts.backoff_initial,
+            max_backoff: opts.backoff_max,
+        }
+    }
+
+    /// Whether a part that failed like `context` is worth another attempt.
+    fn transient(context: &RetryContext) -> bool {
+        match context.failure {
+            RetryFailure::Transport(_) => true,
+            RetryFailure::Status(status) => status.is_server_error() || status.as_u16() == 429,
+            _ => false,
+        }
+    }
+}
+
+impl RetryPolicy for PartRetry {
+    // The trait is declared with `async_trait`; this is the signature it expands to.
+    fn retry<'life0, 'async_trait>(
+        &'life0 self,
+        context: RetryContext,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'async_trait>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            if !Self::transient(&context) || context.attempt > self.max {
+                return false;
+            }
+            let doublings = u32::try_from(context.attempt.saturating_sub(1)).unwrap_or(u32::MAX);
+            let wait = self
+                .initial
+                .saturating_mul(2u32.saturating_pow(doublings.min(16)))
+                .min(self.max_backoff);
+            tokio::time::sleep(wait).await;
+            true
+        })
     }
 }
 

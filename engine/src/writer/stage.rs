@@ -21,6 +21,8 @@ pub(super) struct Staged {
     conn: crate::remote::Connector,
     #[cfg(feature = "remote")]
     overwrite: bool,
+    #[cfg(feature = "remote")]
+    remote: crate::remote::RemoteOptions,
 }
 
 /// Staging directories are `zring-upload.<pid>.<n>` in the temporary directory.
@@ -55,6 +57,7 @@ impl Staged {
             dir,
             conn,
             overwrite: opts.overwrite,
+            remote: opts.remote.clone(),
         })
     }
 
@@ -75,7 +78,7 @@ impl Staged {
     /// Uploads the published staged store.
     #[cfg(feature = "remote")]
     pub(super) fn upload(&self) -> Result<()> {
-        crate::remote::upload(&self.conn, &self.file, self.overwrite)
+        crate::remote::upload(&self.conn, &self.file, self.overwrite, &self.remote)
     }
 
     #[cfg(not(feature = "remote"))]
@@ -103,9 +106,7 @@ fn sanitized(name: &str) -> String {
     }
 }
 
-/// Removes staging directories of processes that no longer exist, untouched for a
-/// minute (a writer in another pid namespace sharing `/tmp` is left alone while it
-/// writes).
+/// Removes staging directories of processes that no longer exist.
 #[cfg(feature = "remote")]
 fn remove_stale(tmp: &Path) {
     let Ok(listing) = std::fs::read_dir(tmp) else {
@@ -120,13 +121,7 @@ fn remove_stale(tmp: &Path) {
         else {
             continue;
         };
-        let idle = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age >= std::time::Duration::from_secs(60));
-        if pid != std::process::id() && idle && !zring_platform::process_is_alive(pid) {
+        if super::left_by_dead_process(&entry, pid) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
