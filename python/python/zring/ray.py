@@ -309,7 +309,9 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
     ``level`` for the stores.
 
     Each write task writes (or uploads) one shard's stores straight into the
-    dataset's ``data/``, under names of this job's own that no manifest names yet;
+    dataset's ``data/``, under names of this job's own (led by the version it will
+    publish, so ``zring gc`` can tell a killed job's stores from a running one's)
+    that no manifest names yet;
     ``on_write_complete`` adds them as shards (shard order = write task order, which
     is the dataset's order when Ray preserves order) and publishes one manifest. A
     failed job publishes nothing; on a local disk it also removes what its tasks
@@ -331,6 +333,11 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
         # This job's part of its store names (unique, so no other writer's stores
         # are ever named the same).
         self.job = uuid.uuid4().hex[:16]
+        # The version this job will publish, set by on_write_start: it leads the
+        # store names, as the builder's do, so `zring gc` removes the stores of a
+        # job killed before its commit once a newer version is current, and never
+        # those of a job still writing.
+        self.version = 1
 
     @property
     def min_rows_per_write(self) -> int | None:
@@ -340,11 +347,12 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
         return f"{self.path}/{rel}" if _is_url(self.path) else os.path.join(self.path, rel)
 
     def on_write_start(self, schema: Any = None) -> None:
-        exists = _dataset_exists(self.path)
-        if exists and not (self.append or self.overwrite):
+        current = _current_version(self.path)
+        if current and not (self.append or self.overwrite):
             raise FileExistsError(f"{self.path} is already a zring dataset (pass append=True or overwrite=True)")
-        if self.append and not exists:
+        if self.append and not current:
             raise FileNotFoundError(f"{self.path} is not a zring dataset to append to")
+        self.version = current + 1
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any] | None:
         if not _is_url(self.path):
@@ -354,7 +362,7 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
         writers: dict[str, DenseWriter | RaggedWriter] = {}
         files: dict[str, str] = {}
         records = 0
-        tag = f"ray-{self.job}-{ctx.task_idx:06}-{uuid.uuid4().hex[:8]}"
+        tag = f"v{self.version:06}-ray-{self.job}-{ctx.task_idx:06}-{uuid.uuid4().hex[:8]}"
         try:
             for block in blocks:
                 if BlockAccessor.for_block(block).num_rows() == 0:
@@ -421,7 +429,7 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
     def on_write_failed(self, error: Exception) -> None:
         # The tasks that succeeded wrote stores no manifest will name.
         if not _is_url(self.path):
-            for p in Path(self._at(_DATA)).glob(f"ray-{self.job}-*.zr"):
+            for p in Path(self._at(_DATA)).glob(f"v*-ray-{self.job}-*.zr"):
                 _remove(str(p))
         self._tidy()
 
@@ -449,14 +457,14 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
 _DATA = "data"
 
 
-def _dataset_exists(path: str) -> bool:
-    if not _is_url(path):
-        return os.path.exists(os.path.join(path, "manifest.json"))
+def _current_version(path: str) -> int:
+    """The current version of the dataset at ``path``, 0 when there is none."""
+    if not _is_url(path) and not os.path.exists(os.path.join(path, "manifest.json")):
+        return 0
     try:
-        open_dataset(path, remote={"no_cache": True})
+        return int(open_dataset(path, remote={"no_cache": True}).version)
     except StoreNotFoundError:
-        return False
-    return True
+        return 0
 
 
 def _open_writer(path: str, spec: FieldSpec, codec: str, level: int) -> DenseWriter | RaggedWriter:
