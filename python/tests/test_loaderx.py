@@ -291,6 +291,18 @@ def test_scalar_label_store(tmp_path, cpu):
     assert np.array_equal(view[(1, 2)], [1, 2])
 
 
+def test_scalar_record_is_a_0d_array_that_hands_over_by_dlpack(tmp_path, cpu):
+    labels = np.arange(10, dtype=np.int64)
+    view = make_dense(tmp_path, labels).bind(cpu)
+    rec = view[4]
+    assert type(rec) is np.ndarray and rec.shape == () and rec.dtype == np.int64
+    assert np.from_dlpack(rec) == 4 and np.from_dlpack(rec).shape == ()
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(rec)
+    assert t.shape == () and t.dtype == torch.int64 and int(t) == 4
+    assert type(view[np.int64(7)]) is np.ndarray and view[np.int64(7)] == 7
+
+
 def test_refused_indices(tmp_path, cpu):
     view = make_dense(tmp_path, np.zeros((5, 2), np.float32)).bind(cpu)
     for key in (-1, [0, -1], np.array([-2]), 5, [5]):

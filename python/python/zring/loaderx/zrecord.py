@@ -588,7 +588,9 @@ class DenseView(_View):
         with translated(format_code=-7):
             batch: npt.NDArray[Any] = inner.gather(ids)
         self._note(batch.nbytes)
-        return batch[0] if scalar else batch
+        # `batch[0, ...]`: a 0-d array for a scalar store, not a NumPy scalar, so
+        # that a record hands over by DLPack as loaderx's do (np/torch.from_dlpack).
+        return batch[0, ...] if scalar else batch
 
     def __iter__(self) -> Iterator[npt.NDArray[Any]]:
         # zring iterates in order, reading a few MiB at a time.
