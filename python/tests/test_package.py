@@ -2,6 +2,7 @@
 extension), and, under scripts/test.sh, that the tests import the installed wheel
 rather than the source tree."""
 
+import builtins
 import os
 import shutil
 import subprocess
@@ -57,3 +58,17 @@ def test_cli_main_is_callable_in_process():
     from zring._zring import cli_main
 
     assert cli_main(["zring", "--version"]) == 0
+
+
+def test_star_import_keeps_the_builtin_open(tmp_path):
+    namespace: dict = {}
+    exec("from zring import *\nseen = open", namespace)
+    assert "open" not in namespace and namespace["seen"] is builtins.open
+    assert "open" not in zring.__all__
+    assert "DenseStore" in namespace and "Sampler" in namespace
+    # zring.open is still there, and still opens stores.
+    path = tmp_path / "labels.zr"
+    with zring.DenseWriter(path, "int64", ()) as w:
+        w.append(np.arange(5, dtype=np.int64))
+    store = zring.open(path)
+    assert isinstance(store, zring.DenseStore) and int(store[3]) == 3

@@ -47,7 +47,7 @@ from ._zring import (
     RaggedStore,
     RaggedWriter,
     Sampler,
-    open,
+    open as open,  # re-exported, though not in __all__ (see below)
     train_dict,
     trim_buffers,
 )
@@ -63,6 +63,8 @@ from ._zring import Mode
 
 __version__ = "0.1.0"
 
+# `open` is left out on purpose: `from zring import *` must not shadow the builtin.
+# It is still `zring.open`.
 __all__ = [
     "DenseWriter",
     "RaggedWriter",
@@ -85,7 +87,6 @@ __all__ = [
     "pack",
     "Packed",
     "EngineBuffer",
-    "open",
     "train_dict",
     "trim_buffers",
     "types",
