@@ -278,6 +278,7 @@ fi
 
 if full_step "python: one abi3 wheel on CPython 3.10-3.13 with NumPy 2.x and 1.26" \
   "a virtual environment per interpreter and NumPy; --quick tests one interpreter"; then
-  bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
+  ZRING_MAIN_PYTHON=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+    bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
 fi
 # --- end of Python types, docs and supported interpreters --------------------------
