@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 
 use zring_engine::dataset::{version_path, Dataset, DatasetBuilder};
@@ -61,11 +61,28 @@ fn is_conflict(e: &Error) -> bool {
 
 #[test]
 fn racing_appends_keep_every_acknowledged_record_and_refuse_the_losers() {
+    let dir = tempfile::tempdir().unwrap();
+    race_appends(dir.path().join("ds"));
+}
+
+/// The same race at a URL: the version's manifest is created by a create-if-absent
+/// PUT (object_store's local backend here), which must decide between the writers.
+#[cfg(feature = "remote")]
+#[test]
+fn racing_appends_at_a_url_keep_every_acknowledged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    race_appends(PathBuf::from(format!(
+        "file://{}",
+        dir.path().join("ds").display()
+    )));
+}
+
+/// 4 threads append 25 times each to the dataset at `path` (a directory or a URL):
+/// every success is its own version and holds exactly the acknowledged records.
+fn race_appends(path: PathBuf) {
     const THREADS: usize = 4;
     const APPENDS: usize = 25;
     const RECORDS: i64 = 3;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ds");
     let mut b = DatasetBuilder::create(&path, fields(), false).unwrap();
     add_ids(&mut b, &[-1]);
     b.publish().unwrap();
