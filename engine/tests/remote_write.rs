@@ -201,3 +201,48 @@ fn datasets_are_built_at_a_url_and_one_of_two_writers_publishes_each_version() {
         Err(Error::AlreadyExists { .. })
     ));
 }
+
+#[test]
+fn gc_at_a_url_removes_old_manifests_and_unnamed_stores_only() {
+    use zring_engine::dataset::{collect_garbage, Dataset, DatasetBuilder};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("ds");
+    let url = url_of(&root);
+    let fields = vec![("label".to_string(), Schema::dense(DType::I64, &[]))];
+    let mut b = DatasetBuilder::create(&url, fields.clone(), false).expect("builder");
+    add_labels(&mut b, 0);
+    b.publish().expect("v1");
+    // Version 2 replaces everything: version 1's store is named by no kept manifest.
+    let mut b = DatasetBuilder::create(&url, fields, true).expect("overwrite");
+    add_labels(&mut b, 100);
+    add_labels(&mut b, 105);
+    b.publish().expect("v2");
+    // What killed writers left: one built on version 1 (unnamed: goes), one
+    // building version 3 (may still publish: stays).
+    let data = root.join("data");
+    std::fs::write(data.join("v000002-000000-dead.label.zr"), b"x").expect("write");
+    std::fs::write(data.join("v000003-000000-busy.label.zr"), b"x").expect("write");
+
+    let dry = collect_garbage(&url, 1, true).expect("dry run");
+    assert_eq!((dry.current, dry.kept_versions.clone()), (2, vec![2]));
+    assert_eq!(
+        dry.manifests,
+        vec![PathBuf::from(format!("{url}/manifests/0000000001.json"))]
+    );
+    assert_eq!(dry.stores.len(), 2, "{:?}", dry.stores);
+    assert!(
+        root.join("manifests/0000000001.json").exists(),
+        "a dry run removes nothing"
+    );
+
+    let done = collect_garbage(&url, 1, false).expect("gc");
+    assert_eq!(
+        (done.manifests.clone(), done.stores.clone()),
+        (dry.manifests, dry.stores)
+    );
+    assert!(!root.join("manifests/0000000001.json").exists());
+    assert!(!data.join("v000002-000000-dead.label.zr").exists());
+    assert!(data.join("v000003-000000-busy.label.zr").exists());
+    let ds = Dataset::open(&url, ReadOptions::default()).expect("open");
+    assert_eq!(common::labels_at(&ds, &[0, 9]), vec![100, 109]);
+}

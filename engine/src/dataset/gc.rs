@@ -17,6 +17,9 @@
 //! `data/` and `manifests/` must be directories of the dataset's own, not symbolic
 //! links: a collection through a link would remove files wherever it points.
 //!
+//! A dataset under a URL prefix is collected by the same plan, from the objects
+//! listed under its `manifests/` and `data/`, with deletes.
+//!
 //! Manifests go before the stores they name, so an interruption never leaves a
 //! manifest whose stores are gone. A reader that opened an older version holds its
 //! stores open: on a local file system it keeps reading them after they are removed
@@ -62,79 +65,36 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
     if keep == 0 {
         return Err(Error::InvalidArgument(ArgumentError::GcKeepNone));
     }
+    if let Some(url) = crate::remote::url_of(dir) {
+        return collect_at_url(url, keep, dry_run);
+    }
     let location = LocalDir::new(dir);
-    let parse = |version: u64| -> Result<Manifest> {
-        let text = location.read_manifest(Some(version))?;
-        Manifest::from_json(&text).map_err(|problem| {
-            let problem = ManifestProblem::InVersion {
-                version,
-                problem: Box::new(problem),
-            };
-            Error::manifest(dir, problem)
-        })
-    };
-    let current = super::location::read_current(&location)?;
-    let oldest_kept = current.version.saturating_sub(keep - 1).max(1);
     let versions_dir = dir.join(VERSIONS_DIR);
+    let data = dir.join(DATA_DIR);
     let mut published = Vec::new();
     for entry in read_own_dir(&versions_dir)? {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(v) = name
-            .strip_suffix(".json")
-            .filter(|s| s.len() == 10)
-            .and_then(|s| s.parse::<u64>().ok())
-        {
-            published.push((v, entry.path()));
-        }
+        published.push(entry.file_name().to_string_lossy().into_owned());
     }
-    published.sort();
-    let mut report = GcReport {
-        current: current.version,
-        ..GcReport::default()
-    };
-    // Every store a kept version names. A kept manifest that cannot be read stops the
-    // collection: what it names is unknown, so nothing could be removed safely.
-    let mut referenced: BTreeSet<String> = BTreeSet::new();
-    referenced.extend(current.shards.iter().flat_map(|s| s.files.iter().cloned()));
-    for &(v, _) in &published {
-        if (oldest_kept..current.version).contains(&v) {
-            let m = parse(v)?;
-            referenced.extend(m.shards.iter().flat_map(|s| s.files.iter().cloned()));
-        }
-        if (oldest_kept..=current.version).contains(&v) {
-            report.kept_versions.push(v);
-        }
-    }
-    for (v, path) in &published {
-        if *v < oldest_kept {
-            remove(path, dry_run, &mut report.bytes)?;
-            report.manifests.push(path.clone());
-        }
-    }
-    let data = dir.join(DATA_DIR);
+    let mut stores = Vec::new();
+    let mut temps = Vec::new();
     for entry in read_own_dir(&data)? {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
         if name.starts_with('.') {
             if name.ends_with(".zr-tmp") && stale_temp(&name, ".zr-tmp", &entry) {
-                remove(&path, dry_run, &mut report.bytes)?;
-                report.temps.push(path);
+                temps.push(entry.path());
             }
-            continue;
+        } else {
+            stores.push(name);
         }
-        let rel = format!("{DATA_DIR}/{name}");
-        if referenced.contains(&rel) || !name.ends_with(".zr") {
-            continue;
-        }
-        // Only stores named by zring's builder, for a version not newer than the
-        // current one (a writer building the next version is not disturbed).
-        let Some(v) = store_version(&name) else {
-            continue;
-        };
-        if v <= current.version {
-            remove(&path, dry_run, &mut report.bytes)?;
-            report.stores.push(path);
-        }
+    }
+    let plan = Plan::make(&location, keep, &published, &stores)?;
+    let mut report = plan.report(|rel| dir.join(rel));
+    for path in report.manifests.iter().chain(&report.stores) {
+        remove(path, dry_run, &mut report.bytes)?;
+    }
+    for path in temps {
+        remove(&path, dry_run, &mut report.bytes)?;
+        report.temps.push(path);
     }
     for d in [dir.to_path_buf(), versions_dir] {
         for entry in read_dir(&d)? {
@@ -147,6 +107,148 @@ pub fn collect_garbage(dir: impl AsRef<Path>, keep: u64, dry_run: bool) -> Resul
         }
     }
     Ok(report)
+}
+
+/// [`collect_garbage`] of a dataset under a URL prefix: the same plan from the
+/// objects listed under `manifests/` and `data/`, carried out by deletes. (Its
+/// writers stage locally, so no temporary objects exist there.)
+#[cfg(feature = "remote")]
+fn collect_at_url(url: &str, keep: u64, dry_run: bool) -> Result<GcReport> {
+    let at = crate::remote::ObjectDir::new(url, &crate::remote::RemoteOptions::default())?;
+    let names = |rel: &str| -> Result<Vec<(String, u64)>> { at.list(rel, "listing the dataset") };
+    let published: Vec<String> = names(VERSIONS_DIR)?.into_iter().map(|(n, _)| n).collect();
+    let listed = names(DATA_DIR)?;
+    let stores: Vec<String> = listed.iter().map(|(n, _)| n.clone()).collect();
+    let plan = Plan::make(&at, keep, &published, &stores)?;
+    let mut report = plan.report(|rel| at.url_of(rel));
+    for v in &plan.old_manifests {
+        if !dry_run {
+            at.delete(&version_rel(*v), "removing an old manifest")?;
+        }
+    }
+    for name in &plan.stores {
+        if !dry_run {
+            at.delete(&format!("{DATA_DIR}/{name}"), "removing an unnamed store")?;
+        }
+        report.bytes += listed
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, b)| *b);
+    }
+    Ok(report)
+}
+
+#[cfg(not(feature = "remote"))]
+fn collect_at_url(url: &str, _: u64, _: bool) -> Result<GcReport> {
+    Err(Error::InvalidArgument(ArgumentError::RemoteNotBuilt {
+        url: url.to_string(),
+    }))
+}
+
+/// `manifests/<version>.json`.
+fn version_rel(version: u64) -> String {
+    format!("{VERSIONS_DIR}/{version:010}.json")
+}
+
+/// What a collection removes, decided from names alone: the same rules for a
+/// directory and a URL prefix (see the module documentation).
+struct Plan {
+    current: u64,
+    kept_versions: Vec<u64>,
+    /// Versions whose manifests go (older than the kept ones).
+    old_manifests: Vec<u64>,
+    /// Store names under `data/` that go.
+    stores: Vec<String>,
+}
+
+impl Plan {
+    /// The plan for the dataset at `location`, whose `manifests/` holds the files
+    /// `published` and whose `data/` holds the files `stores`.
+    fn make(
+        location: &dyn Location,
+        keep: u64,
+        published: &[String],
+        stores: &[String],
+    ) -> Result<Self> {
+        let parse = |version: u64| -> Result<Manifest> {
+            let text = location.read_manifest(Some(version))?;
+            Manifest::from_json(&text).map_err(|problem| {
+                let problem = ManifestProblem::InVersion {
+                    version,
+                    problem: Box::new(problem),
+                };
+                Error::manifest(location.describe(), problem)
+            })
+        };
+        let current = super::location::read_current(location)?;
+        let oldest_kept = current.version.saturating_sub(keep - 1).max(1);
+        let mut versions: Vec<u64> = published
+            .iter()
+            .filter_map(|name| {
+                name.strip_suffix(".json")
+                    .filter(|s| s.len() == 10)
+                    .and_then(|s| s.parse::<u64>().ok())
+            })
+            .collect();
+        versions.sort_unstable();
+        // Every store a kept version names. A kept manifest that cannot be read
+        // stops the collection: what it names is unknown, so nothing could be
+        // removed safely.
+        let mut referenced: BTreeSet<String> = BTreeSet::new();
+        referenced.extend(current.shards.iter().flat_map(|s| s.files.iter().cloned()));
+        let mut kept_versions = Vec::new();
+        for &v in &versions {
+            if (oldest_kept..current.version).contains(&v) {
+                let m = parse(v)?;
+                referenced.extend(m.shards.iter().flat_map(|s| s.files.iter().cloned()));
+            }
+            if (oldest_kept..=current.version).contains(&v) {
+                kept_versions.push(v);
+            }
+        }
+        let old_manifests = versions
+            .iter()
+            .copied()
+            .filter(|v| *v < oldest_kept)
+            .collect();
+        // Only stores named by zring's builders, for a version not newer than the
+        // current one (a writer building the next version is not disturbed).
+        let stores = stores
+            .iter()
+            .filter(|name| {
+                !name.starts_with('.')
+                    && name.ends_with(".zr")
+                    && !referenced.contains(&format!("{DATA_DIR}/{name}"))
+                    && store_version(name).is_some_and(|v| v <= current.version)
+            })
+            .cloned()
+            .collect();
+        Ok(Self {
+            current: current.version,
+            kept_versions,
+            old_manifests,
+            stores,
+        })
+    }
+
+    /// The report of this plan, with each file named by `at` (relative path in).
+    fn report(&self, at: impl Fn(&str) -> PathBuf) -> GcReport {
+        GcReport {
+            current: self.current,
+            kept_versions: self.kept_versions.clone(),
+            manifests: self
+                .old_manifests
+                .iter()
+                .map(|v| at(&version_rel(*v)))
+                .collect(),
+            stores: self
+                .stores
+                .iter()
+                .map(|name| at(&format!("{DATA_DIR}/{name}")))
+                .collect(),
+            ..GcReport::default()
+        }
+    }
 }
 
 /// The entries of the dataset's own directory `d` (`data/`, `manifests/`), which must

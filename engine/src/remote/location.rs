@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use object_store::path::Path as ObjectPath;
-use object_store::{GetOptions, ObjectStoreExt};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Result, UrlProblem};
 
@@ -96,6 +96,44 @@ impl ObjectDir {
             let bytes = r.bytes().await.map_err(|e| remote_err(&url, what, e))?;
             Ok(Ok(bytes.to_vec()))
         })?
+    }
+}
+
+impl ObjectDir {
+    /// The objects directly under `rel_dir/` (names and sizes; none when nothing is
+    /// there): object stores list by prefix, with `/` as the delimiter.
+    pub(crate) fn list(&self, rel_dir: &str, what: &'static str) -> Result<Vec<(String, u64)>> {
+        let conn = self.object(rel_dir)?;
+        let store = conn.store()?;
+        let prefix = conn.location.clone();
+        let url = conn.url.clone();
+        runtime::run(async move {
+            let listed = store
+                .list_with_delimiter(Some(&prefix))
+                .await
+                .map_err(|e| remote_err(&url, what, e))?;
+            Ok(listed
+                .objects
+                .into_iter()
+                .filter_map(|m| Some((m.location.filename()?.to_string(), m.size)))
+                .collect())
+        })?
+    }
+
+    /// Deletes the object `rel` under the prefix (one already gone is not an error).
+    pub(crate) fn delete(&self, rel: &str, what: &'static str) -> Result<()> {
+        let conn = self.object(rel)?;
+        let store = conn.store()?;
+        let location = conn.location.clone();
+        match runtime::run(async move { store.delete(&location).await })? {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(remote_err(&conn.url, what, e)),
+        }
+    }
+
+    /// The URL of the object `rel` under the prefix.
+    pub(crate) fn url_of(&self, rel: &str) -> PathBuf {
+        PathBuf::from(format!("{}/{rel}", self.url))
     }
 }
 
