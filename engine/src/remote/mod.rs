@@ -27,7 +27,9 @@
 //! Everything but `options` and `plan` is behind the `remote` cargo feature.
 
 mod options;
-pub(crate) mod plan;
+// Public only for the fuzz target that checks its invariants (fuzz/remote_plan).
+#[doc(hidden)]
+pub mod plan;
 
 #[cfg(feature = "remote")]
 mod cache;

@@ -22,7 +22,7 @@ use std::ops::Range;
 
 /// A batch's GETs and which records each holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Batch positions sorted by the record's offset in the object.
     pub order: Vec<usize>,
     /// The byte ranges to fetch, by start offset.
@@ -34,7 +34,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// For each piece: the positions in `order` of the records it (partly) holds.
-    pub(crate) fn records_of_pieces(&self) -> Vec<Vec<usize>> {
+    pub fn records_of_pieces(&self) -> Vec<Vec<usize>> {
         let mut out = vec![Vec::new(); self.pieces.len()];
         for (s, span) in self.spans.iter().enumerate() {
             for p in span.clone() {
@@ -61,7 +61,7 @@ fn sorted(ranges: &[Range<u64>]) -> Vec<usize> {
 /// One GET per group of records lying within `max_gap` bytes of each other (sorted
 /// by offset), each GET at most `max_request` bytes unless one record is longer.
 /// Overlapping records (duplicates in a batch) always share a GET when it fits.
-pub(crate) fn coalesced(ranges: &[Range<u64>], max_gap: u64, max_request: u64) -> Plan {
+pub fn coalesced(ranges: &[Range<u64>], max_gap: u64, max_request: u64) -> Plan {
     let order = sorted(ranges);
     let mut pieces: Vec<Range<u64>> = Vec::new();
     let mut spans = Vec::with_capacity(order.len());
@@ -93,7 +93,7 @@ pub(crate) fn coalesced(ranges: &[Range<u64>], max_gap: u64, max_request: u64) -
 /// may span chunks), parts of one chunk less than `gap` bytes apart merged: what a
 /// cache serves (it fetches and keeps whole chunks, and reads back only these
 /// parts). Pieces are disjoint, sorted, and each lies inside one chunk.
-pub(crate) fn chunked(ranges: &[Range<u64>], chunk: u64, gap: u64) -> Plan {
+pub fn chunked(ranges: &[Range<u64>], chunk: u64, gap: u64) -> Plan {
     let chunk = chunk.max(1);
     let order = sorted(ranges);
     let mut parts: Vec<Range<u64>> = Vec::new();
