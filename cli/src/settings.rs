@@ -8,7 +8,7 @@ use zring_engine::ReadOptions;
 use super::{CliError, CliResult};
 
 /// The read settings a command opens its store or dataset with.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct ReadArgs {
     /// A read setting, KEY=VALUE (repeatable): backend=pread, verify_checksums=false,
     /// threads=4, queue_depth=32, direct=true, remote.in_flight=64,

@@ -93,3 +93,49 @@ fn good_read_settings_are_used() {
     assert!(o.status.success(), "{o:?}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("4 records verified"));
 }
+
+#[test]
+fn bench_takes_its_read_flags_and_read_settings_through_the_same_rules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("utf8");
+    let tiny = [
+        "--count",
+        "64",
+        "--record-bytes",
+        "256",
+        "--duration",
+        "0.05",
+        "--dir",
+        d,
+    ];
+    // A bad value is refused the same way as a flag and as --read.
+    let flag = zring(&[&["bench", "--qd", "0"][..], &tiny[..]].concat());
+    let read = zring(&[&["bench", "--read", "queue_depth=0"][..], &tiny[..]].concat());
+    assert_eq!(flag.status.code(), Some(2), "{flag:?}");
+    assert_eq!(flag.stderr, read.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&read.stderr),
+        "zring: invalid argument: read setting queue_depth=\"0\": expected a whole number from 1 to 256\n"
+    );
+    // A valid --read reaches the run (and its report), after the flags.
+    let o = zring(
+        &[
+            &[
+                "bench",
+                "--json",
+                "--threads",
+                "2",
+                "--read",
+                "queue_depth=17",
+                "--read",
+                "threads=1",
+            ][..],
+            &tiny[..],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(report["config"]["queue_depth"], 17);
+    assert_eq!(report["config"]["threads"], 1);
+}

@@ -5,6 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use zring_engine::{Backend, Codec, ReadOptions};
+
+use crate::settings::ReadArgs;
+use crate::{CliError, CliResult};
 use zring_sampler::Mode;
 
 use super::synth::IMAGE_BYTES;
@@ -44,7 +47,7 @@ pub enum CompareWith {
     Fio,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
     /// Benchmark this existing store instead of a synthetic one.
     #[arg(long, value_name = "PATH",
@@ -159,6 +162,10 @@ pub struct BenchArgs {
     /// reader).
     #[arg(long)]
     pub no_verify_checksums: bool,
+    /// Any read setting as KEY=VALUE, after the flags above (`--read
+    /// remote.in_flight=64`, `--read queue_depth=32`), as `info` and `verify` take.
+    #[command(flatten)]
+    pub settings: ReadArgs,
 }
 
 fn parse_sampler(s: &str) -> Result<Mode, String> {
@@ -171,14 +178,38 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
         .map_err(|e: zring_engine::ParseBackendError| e.to_string())
 }
 
-/// The engine options every job opens the store with.
-pub(crate) fn read_options(args: &BenchArgs) -> ReadOptions {
-    ReadOptions {
-        backend: args.backend,
-        verify_checksums: !args.no_verify_checksums,
-        threads: args.threads,
-        queue_depth: args.queue_depth,
-        direct: args.direct,
-        ..ReadOptions::default()
+/// The engine options every job opens the store with: the read flags, then each
+/// `--read KEY=VALUE`, through the engine's one rule set (`ReadOptions::set`), so a
+/// bad value is refused with the message `--read`, Rust and Python give.
+pub(crate) fn read_options(args: &BenchArgs) -> CliResult<ReadOptions> {
+    let flags = [
+        ("backend", args.backend.name().to_string()),
+        ("verify_checksums", (!args.no_verify_checksums).to_string()),
+        ("threads", args.threads.to_string()),
+        ("queue_depth", args.queue_depth.to_string()),
+        ("direct", args.direct.to_string()),
+    ];
+    let given = args
+        .settings
+        .read
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()));
+    ReadOptions::from_pairs(flags.iter().map(|(k, v)| (*k, v.as_str())).chain(given))
+        .map_err(|e| CliError::usage(e.to_string()))
+}
+
+impl BenchArgs {
+    /// These arguments with the read flags set to what `opts` (from
+    /// [`read_options`]) says, so the rest of the bench (the synthetic store's
+    /// alignment, fio's job, the report) follows the settings however they were
+    /// given.
+    pub(crate) fn with_settings(&self, opts: &ReadOptions) -> Self {
+        let mut args = self.clone();
+        args.backend = opts.backend;
+        args.no_verify_checksums = !opts.verify_checksums;
+        args.threads = opts.threads;
+        args.queue_depth = opts.queue_depth;
+        args.direct = opts.direct;
+        args
     }
 }

@@ -105,6 +105,7 @@ fn target(args: &BenchArgs) -> CliResult<Target> {
 
 /// Runs `zring bench`.
 pub fn run(args: &BenchArgs) -> CliResult {
+    let args = &args.with_settings(&read_options(args)?);
     check_args(args)?;
     let t = target(args)?;
     let path = &t.path;
@@ -119,7 +120,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
         true => Some(measure::drop_page_cache(&[path.as_path()])?),
         false => None,
     };
-    let store = Store::open(path, read_options(args))?;
+    let store = Store::open(path, read_options(args)?)?;
     if store.is_empty() {
         return Err(CliError::new(format!(
             "{}: the store has no records to read",
@@ -324,9 +325,6 @@ fn check_args(args: &BenchArgs) -> CliResult {
             levels.end(),
             args.level
         )));
-    }
-    if !(1..=256).contains(&args.queue_depth) {
-        return bad("--qd must be between 1 and 256");
     }
     if let Some(a) = args.align {
         if !a.is_power_of_two() || a > 1 << 20 {
