@@ -41,7 +41,7 @@ def test_getitems_is_one_gather_per_field_and_zero_copy(fields):
     paths, images, tokens = fields
     ds = zt.Dataset(paths)
     assert len(ds) == N
-    batch = ds.__getitems__([5, 0, 5, 102])
+    batch = zt.collate(ds.__getitems__([5, 0, 5, 102]))
     assert check_batch(batch, images, tokens).tolist() == [5, 0, 5, 102]
     one = ds[7]
     assert one["image"].shape == (3, 4) and one["tokens"].tolist() == [7, 7]
@@ -53,11 +53,11 @@ def test_getitems_is_one_gather_per_field_and_zero_copy(fields):
 def test_ragged_fields_padded_and_nested(fields):
     paths, _, tokens = fields
     padded = zt.Dataset({"tokens": paths["tokens"]}, ragged="padded", pad_value=-1)
-    p = padded.__getitems__([0, 5, 11])["tokens"]
+    p = zt.collate(padded.__getitems__([0, 5, 11]))["tokens"]
     assert p.values.shape == (3, 6) and p.lengths.tolist() == [1, 6, 6]
     assert p.values[0].tolist() == [0, -1, -1, -1, -1, -1]
     nested = zt.Dataset({"tokens": paths["tokens"]}, ragged="nested")
-    nt = nested.__getitems__([3, 1])["tokens"]
+    nt = zt.collate(nested.__getitems__([3, 1]))["tokens"]
     assert [x.tolist() for x in nt.unbind()] == [tokens[3].tolist(), tokens[1].tolist()]
     assert nt.layout == torch.jagged
     with pytest.raises(ValueError, match="ragged must be one of"):
@@ -237,7 +237,7 @@ def test_bfloat16_stores_become_bfloat16_tensors(tmp_path):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     data = np.linspace(-1, 1, 8).astype(ml_dtypes.bfloat16).reshape(4, 2)
     write_dense(tmp_path / "bf.zr", data)
-    t = zt.Dataset({"x": tmp_path / "bf.zr"}).__getitems__([2, 3])["x"]
+    t = zt.collate(zt.Dataset({"x": tmp_path / "bf.zr"}).__getitems__([2, 3]))["x"]
     assert t.dtype == torch.bfloat16
     assert t.float().numpy().tolist() == data[[2, 3]].astype(np.float32).tolist()
 
@@ -413,3 +413,85 @@ def test_iteration_runs_a_zring_loader_and_equals_the_batch_function(fields, rag
     assert ids_of(copy) == []
     copy.load_state_dict({"step": 4})
     assert ids_of(copy) == ids_of(got[4:])
+
+
+def same_batch(a, b):
+    """Equal batches: the same keys, and tensors (also inside Ragged / Padded) of the
+    same dtype, shape and values."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype
+        if a.is_nested:
+            assert b.is_nested and len(a.unbind()) == len(b.unbind())
+            for x, y in zip(a.unbind(), b.unbind()):
+                same_batch(x, y)
+            return
+        assert a.shape == b.shape and torch.equal(a, b)
+    elif isinstance(a, tuple):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            same_batch(x, y)
+    else:
+        assert isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            same_batch(a[k], b[k])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("ragged", ["offsets", "padded", "nested"])
+def test_plain_dataloader_with_the_default_collate_gives_the_collate_batches(fields, workers, ragged):
+    paths, images, tokens = fields
+    ds = zt.Dataset(paths, ragged=ragged, pad_value=-1)
+    kw = dict(batch_size=8, num_workers=workers)
+    plain = list(torch.utils.data.DataLoader(ds, **kw))
+    fast = list(torch.utils.data.DataLoader(ds, collate_fn=zt.collate, **kw))
+    assert len(plain) == len(fast) == -(-N // 8)
+    for a, b in zip(plain, fast):
+        same_batch(a, b)
+    if ragged == "offsets":
+        seen = np.concatenate([check_batch(b, images, tokens) for b in plain])
+        assert seen.tolist() == list(range(N))
+    shuffled = torch.utils.data.DataLoader(ds, batch_size=8, shuffle=True,
+                                           generator=torch.Generator().manual_seed(3))
+    assert sorted(torch.cat([b["id"] for b in shuffled]).tolist()) == list(range(N))
+
+
+def test_getitems_is_a_list_of_records_over_one_gathered_batch(fields):
+    paths, images, tokens = fields
+    ds = zt.Dataset(paths)
+    items = ds.__getitems__([9, 2, 9])
+    assert isinstance(items, list) and len(items) == 3
+    rec = items[1]
+    assert set(rec) == {"id", "image", "tokens"} and int(rec["id"]) == 2
+    np.testing.assert_array_equal(rec["image"].numpy(), images[2])
+    assert rec["tokens"].tolist() == tokens[2].tolist()
+    # The whole list is handed over as gathered, by either collate.
+    default = torch.utils.data.default_collate(items)
+    assert default is zt.collate(items)
+    assert default["id"].tolist() == [9, 2, 9]
+    # A part of it, or its records reordered, is put together again.
+    part = torch.utils.data.default_collate(items[1:])
+    assert part["id"].tolist() == [2, 9] and check_batch(part, images, tokens).tolist() == [2, 9]
+    same_batch(zt.collate(items[::-1]), zt.collate(ds.__getitems__([9, 2, 9])))
+    # No reference cycle: the gathered memory goes when the list does, without gc.
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        gone = weakref.ref(ds.__getitems__([1, 2]))
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_default_collate_applies_the_transform_once_per_batch(fields):
+    paths, _, _ = fields
+    calls = []
+
+    def transform(batch):
+        calls.append(len(batch["id"]))
+        return {"id": batch["id"] * 2}
+
+    ds = zt.Dataset({"id": paths["id"]}, transform=transform)
+    got = [b["id"].tolist() for b in torch.utils.data.DataLoader(ds, batch_size=4)][:2]
+    assert got == [[0, 2, 4, 6], [8, 10, 12, 14]] and calls[:2] == [4, 4]

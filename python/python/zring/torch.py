@@ -2,8 +2,9 @@
 
 - :class:`Dataset`: map-style, over one or several aligned stores (fields by name).
   ``__getitems__`` reads a whole batch with one zring gather per field, so a
-  ``DataLoader(ds, batch_size=256, collate_fn=zring.torch.collate)`` makes one
-  engine call per field per batch instead of 256 ``__getitem__`` calls.
+  ``DataLoader(ds, batch_size=256)`` makes one engine call per field per batch
+  instead of 256 ``__getitem__`` calls, and its default collate hands over that
+  batch as it was gathered (so does ``collate_fn=zring.torch.collate``).
 - :class:`IterableDataset`: batches in one global order (epochs of a shuffled,
   sequential or IID sequence), split into disjoint deterministic parts across
   distributed ranks and DataLoader workers; finite (``epochs=``) or endless, and
@@ -30,7 +31,9 @@ where each store reopens on first use (and checks it is still the same file).
 
 from __future__ import annotations
 
+import operator
 import os
+from collections.abc import Mapping as _MappingABC
 from typing import (
     TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, NamedTuple, TypeVar,
 )
@@ -162,9 +165,100 @@ def _finish(gathered: Iterable[tuple[str, Any]], ragged: str, pad_value: Any,
     return transform(out) if transform is not None else out
 
 
+class _Gathered(NamedTuple):
+    """A batch's fields as gathered (``{name: ndarray | RaggedBatch}``) and how its
+    dataset converts a batch (shared by the batch's records, which refer to this and
+    not to the list that holds them: no reference cycle keeps the memory alive)."""
+
+    fields: dict[str, Any]
+    ragged: str
+    pad_value: Any
+    transform: Callable[[dict[str, Any]], Any] | None
+
+
+class _Record(_MappingABC[str, Any]):
+    """One record of a batch that :meth:`Dataset.__getitems__` read: a read-only
+    mapping ``{name: tensor}`` of its fields as ``ds[i]`` gives them before any
+    ``transform`` (views into the gathered batch, made when a field is asked for)."""
+
+    __slots__ = ("_src", "_i")
+
+    def __init__(self, src: _Gathered, i: int) -> None:
+        self._src = src
+        self._i = i
+
+    def _value(self, name: str) -> Any:
+        """The record's field ``name`` as NumPy (a view into the gathered batch)."""
+        col = self._src.fields[name]
+        return col[self._i] if isinstance(col, RaggedBatch) else col[self._i, ...]
+
+    def __getitem__(self, name: str) -> Any:
+        return to_tensor(np.asarray(self._value(name)))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._src.fields)
+
+    def __len__(self) -> int:
+        return len(self._src.fields)
+
+    def __repr__(self) -> str:
+        return f"<zring.torch record {self._i} of a gathered batch: {list(self)}>"
+
+
+class _Batch(list):  # type: ignore[type-arg]
+    """What :meth:`Dataset.__getitems__` returns: a list of the batch's records (one
+    :class:`_Record` each, as ``DataLoader``'s collate functions expect of a batch of
+    samples) that carries the batch gathered once and converted (``.batch``).
+    :func:`collate`, and ``default_collate`` (where this module registers records),
+    hand ``.batch`` over instead of stacking the records again."""
+
+    def __init__(self, src: _Gathered, n: int, batch: Any) -> None:
+        self.batch = batch
+        self._records = tuple([_Record(src, k) for k in range(n)])
+        super().__init__(self._records)
+
+    def _intact(self) -> bool:
+        """Still exactly the records it was made with, in order."""
+        return len(self) == len(self._records) and all(map(operator.is_, self, self._records))
+
+
+def _collate_records(batch: Any, *, collate_fn_map: Any = None) -> Any:
+    """A batch of :class:`_Record`: the gathered batch when ``batch`` is a whole
+    :class:`_Batch`, as read; else (a part of one, records reordered or from several
+    batches) the records' fields put together again and converted as their dataset
+    converts a batch (the first record's settings)."""
+    if isinstance(batch, _Batch) and batch._intact():
+        return batch.batch
+    records = list(batch)
+    first = records[0]._src
+    gathered: list[tuple[str, Any]] = []
+    for name, col in first.fields.items():
+        values = [r._value(name) for r in records]
+        if isinstance(col, RaggedBatch):
+            gathered.append((name, RaggedBatch.from_records(values, dtype=col.dtype)))
+        else:
+            gathered.append((name, np.stack(values)))
+    return _finish(gathered, first.ragged, first.pad_value, first.transform)
+
+
+try:
+    # torch's documented way to teach default_collate a type (its docstring,
+    # "Option 2"): a list of records becomes the batch it was read as.
+    from torch.utils.data._utils.collate import default_collate_fn_map as _default_map
+except ImportError:  # pragma: no cover - torch before 1.13: records are stacked as dicts
+    pass
+else:
+    _default_map[_Record] = _collate_records
+
+
 def collate(batch: _T) -> _T:
     """The ``collate_fn`` for :class:`Dataset`: its ``__getitems__`` already
-    returns the whole batch as a dict of tensors, so there is nothing to collate."""
+    gathered and converted the whole batch, which this returns as it is (a list of
+    its records, cut or reordered, is put together again). Anything else is
+    returned unchanged. ``DataLoader``'s default collate gives the same batches."""
+    if isinstance(batch, list) and batch and isinstance(batch[0], _Record):
+        out: _T = _collate_records(batch)
+        return out
     return batch
 
 
@@ -197,8 +291,11 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
     - ``ds[i]``: ``{name: tensor}`` for one record (a ragged record is a tensor of
       its own shape).
     - ``ds.__getitems__(indices)`` (what ``DataLoader`` calls with a batch of
-      indices): ``{name: tensor | Ragged | Padded | nested tensor}`` with one gather
-      per field. Use ``collate_fn=zring.torch.collate``.
+      indices) reads the batch with one gather per field: a list of the records
+      (read-only ``{name: tensor}`` mappings, views into the gathered batch) that
+      ``DataLoader``'s default collate and ``collate_fn=zring.torch.collate`` both
+      turn into ``{name: tensor | Ragged | Padded | nested tensor}`` (the batch as
+      gathered and converted, not stacked again).
     - ``transform(batch_dict)``: applied to every batch (and single record) dict.
     """
 
@@ -218,6 +315,15 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
         return self.transform(out) if self.transform is not None else out
 
     def __getitems__(self, indices: Any) -> Any:
+        ids = as_int_indices(indices)
+        gathered = {name: store[ids] for name, store in self.fields.items()}
+        batch = _finish(gathered.items(), self.ragged, self.pad_value, self.transform)
+        src = _Gathered(gathered, self.ragged, self.pad_value, self.transform)
+        return _Batch(src, len(ids), batch)
+
+    def _batch(self, indices: Any) -> Any:
+        """The batch ``collate(self.__getitems__(indices))`` gives, without making
+        the per-record views (about 0.2 us a record) nobody will look at."""
         ids = as_int_indices(indices)
         gathered = ((name, store[ids]) for name, store in self.fields.items())
         return _finish(gathered, self.ragged, self.pad_value, self.transform)
@@ -488,6 +594,10 @@ class DataLoader(_tud.DataLoader):  # type: ignore[misc]
                 # per-batch iterator bookkeeping, which costs as much as a small
                 # ragged gather (measured in docs/benchmarks.md).
                 collate_fn = self.collate_fn
+                if collate_fn is collate:
+                    for ids in self.batch_sampler:
+                        yield ds._batch(ids)
+                    return
                 for ids in self.batch_sampler:
                     yield collate_fn(ds.__getitems__(ids))
                 return
