@@ -25,7 +25,12 @@ pub struct Pending<T> {
 impl<T: Send + 'static> Pending<T> {
     fn spawn(store: &Store, read: impl FnOnce() -> Result<T> + Send + 'static) -> Self {
         let (tx, rx) = oneshot_channel();
-        store.inner.pool.get().spawn(move || tx.send(read()));
+        store
+            .inner
+            .opened_with
+            .pool
+            .get()
+            .spawn(move || tx.send(read()));
         Self { rx }
     }
 

@@ -109,3 +109,30 @@ fn an_unknown_setting_names_the_known_ones() {
         other => panic!("expected UnknownSetting, got {other:?}"),
     }
 }
+
+#[test]
+fn a_dataset_made_of_a_store_reads_with_every_setting_the_store_was_opened_with() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("x.zr");
+    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
+    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
+    w.append_dense(&[7u8; 32]).expect("append");
+    w.close().expect("close");
+    let opts = ReadOptions::from_pairs([
+        ("backend", "pread"),
+        ("verify_checksums", "false"),
+        ("threads", "1"),
+        ("queue_depth", "7"),
+        ("remote.in_flight", "3"),
+        ("remote.max_retries", "2"),
+        ("remote.no_cache", "true"),
+    ])
+    .expect("settings");
+    let store = Store::open(&path, opts.clone()).expect("open");
+    let ds = Dataset::from_store("x", store).expect("dataset");
+    assert_eq!(
+        ds.read_options(),
+        &opts,
+        "nothing the store was opened with is lost"
+    );
+}

@@ -144,7 +144,7 @@ impl Decoders {
 impl Reader {
     /// Checks `stored` against the entry's checksum, when the store verifies reads.
     pub(crate) fn check_sum(&self, index: u64, e: &Entry, stored: &[u8]) -> Result<()> {
-        if self.verify {
+        if self.opened_with.verify_checksums {
             self.check_sum_always(index, e, stored)?;
         }
         Ok(())
@@ -172,7 +172,7 @@ impl Reader {
         decoders: &mut Decoders,
     ) -> Result<()> {
         let raw = e.codec == RecordCodec::Raw;
-        if raw && self.verify && stored.len() == dst.len() {
+        if raw && self.opened_with.verify_checksums && stored.len() == dst.len() {
             // One pass: each stripe is hashed from the registers that copy it.
             let actual = zring_platform::copy_and_hash(stored, dst);
             if actual != e.checksum {

@@ -103,7 +103,7 @@ impl RaggedBatch {
 impl Reader {
     /// Threads per gather, counting the caller (`ReadOptions::threads`, 0 = all).
     pub(crate) fn threads(&self) -> usize {
-        exec::threads(self.threads, self.pool.get())
+        exec::threads(self.opened_with.threads, self.opened_with.pool.get())
     }
 
     /// Pool workers that may help one gather.
@@ -191,7 +191,7 @@ impl Reader {
                 let start = t * per_task;
                 (start..(start + per_task).min(indices.len()), part)
             });
-        let pool = self.pool.get();
+        let pool = self.opened_with.pool.get();
         exec::run(pool, tasks, helpers, parts, stop, |(slots, part), watch| {
             let items = indices[slots].iter().copied().zip(part.chunks_mut(width));
             with_ctx(|ctx| self.read_task(watch.items(items), ctx))
@@ -274,7 +274,7 @@ impl Reader {
             (slots, part)
         });
         exec::run(
-            self.pool.get(),
+            self.opened_with.pool.get(),
             tasks,
             helpers,
             parts,
@@ -322,7 +322,7 @@ impl Reader {
         // Every task runs (to find the lowest failing record), so a task keeps its
         // error instead of stopping the batch with it.
         exec::run(
-            self.pool.get(),
+            self.opened_with.pool.get(),
             tasks,
             self.helpers(),
             0..tasks,

@@ -38,8 +38,6 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use zring_platform::PoolHandle;
-
 use crate::entry::{Entry, RecordCodec};
 use crate::error::{AllocFailure, Allocation, Error, RecordProblem, Result, StoreProblem};
 use crate::format::{self, Footer, Section, SectionKind, Superblock};
@@ -116,10 +114,9 @@ pub(crate) struct Reader {
     pub(crate) dict: Vec<u8>,
     source: Source,
     meta: Meta,
-    verify: bool,
-    threads: usize,
-    /// The pool this store's reads run on.
-    pub(crate) pool: PoolHandle,
+    /// The settings and pool the store was opened with (a dataset made of the store
+    /// reads with them too).
+    pub(crate) opened_with: ReadSetup,
     /// Distinguishes stores in per-thread decoder caches.
     id: u64,
     pub(crate) item_bytes: Option<u64>,
@@ -412,24 +409,18 @@ impl Reader {
             dict: opened.dict,
             source: opened.source,
             meta: opened.meta,
-            verify: opts.verify_checksums,
-            threads: opts.threads,
-            pool: opts.pool.clone(),
+            opened_with: opts.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             served: ServedCounters::default(),
         }
     }
 
-    /// The options of the reads a dataset of this store makes: its backend, checksum
-    /// rule, threads and pool.
+    /// The options of the reads a dataset of this store makes: every setting the
+    /// store was opened with (its backend as resolved) and its pool.
     pub(crate) fn read_options(&self) -> ReadSetup {
-        ReadOptions {
-            backend: self.backend,
-            verify_checksums: self.verify,
-            threads: self.threads,
-            ..ReadOptions::default()
-        }
-        .with_pool(self.pool.clone())
+        let mut setup = self.opened_with.clone();
+        setup.settings.backend = self.backend;
+        setup
     }
 
     /// Counts `records` served by `backend`.

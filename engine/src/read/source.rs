@@ -235,7 +235,7 @@ impl Reader {
     /// The most record reads one gather keeps in flight: threads per gather x the
     /// queue depth of each thread's ring (1 per thread for `pread` and `mmap`).
     pub(crate) fn reads_in_flight(&self) -> usize {
-        let threads = match self.threads {
+        let threads = match self.opened_with.threads {
             0 => zring_platform::available_cores(),
             t => t,
         };
