@@ -40,6 +40,11 @@ def _with_native_stub(module: pdoc.doc.Module) -> None:
 
 
 def main(out: str) -> None:
+    import zring
+
+    # pdoc documents `__all__`; public names kept out of it (zring.open, so that
+    # `from zring import *` leaves the builtin) are documented too.
+    zring.__all__ = [*zring.__all__, *zring._PUBLIC_NOT_STARRED]
     pdoc.doc_pyi.include_typeinfo_from_stub_files = _with_native_stub
     pdoc.doc.doc_pyi.include_typeinfo_from_stub_files = _with_native_stub
     with warnings.catch_warnings():

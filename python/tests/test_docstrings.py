@@ -56,7 +56,9 @@ def _is_alias(obj):
 
 def _public_names():
     for module in _modules():
-        for name in module.__all__:
+        # Public names kept out of `__all__` (zring.open: `import *` must not shadow
+        # the builtin) are documented all the same.
+        for name in [*module.__all__, *getattr(module, "_PUBLIC_NOT_STARRED", ())]:
             obj = getattr(module, name)
             yield f"{module.__name__}.{name}", obj
             if _is_alias(obj):

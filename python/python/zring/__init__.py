@@ -64,7 +64,10 @@ from ._zring import Mode
 __version__ = "0.1.0"
 
 # `open` is left out on purpose: `from zring import *` must not shadow the builtin.
-# It is still `zring.open`.
+# It is still `zring.open`, public and documented: the API reference and the
+# docstring tests take the names below as well as `__all__`.
+_PUBLIC_NOT_STARRED = ("open",)
+
 __all__ = [
     "DenseWriter",
     "RaggedWriter",
