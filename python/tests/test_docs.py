@@ -21,6 +21,7 @@ PAGES = {
     "docs/jax.md": ["jax"],
     "docs/loaderx.md": [],
     "docs/language-models.md": [],
+    "docs/remote.md": [],
 }
 
 
