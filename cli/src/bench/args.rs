@@ -180,22 +180,32 @@ fn parse_backend(s: &str) -> Result<Backend, String> {
 
 /// The engine options every job opens the store with: the read flags, then each
 /// `--read KEY=VALUE`, through the engine's one rule set (`ReadOptions::set`), so a
-/// bad value is refused with the message `--read`, Rust and Python give.
+/// bad value is refused with the message `--read`, Rust and Python give (after the
+/// flag's name, when a flag gave it).
 pub(crate) fn read_options(args: &BenchArgs) -> CliResult<ReadOptions> {
     let flags = [
-        ("backend", args.backend.name().to_string()),
-        ("verify_checksums", (!args.no_verify_checksums).to_string()),
-        ("threads", args.threads.to_string()),
-        ("queue_depth", args.queue_depth.to_string()),
-        ("direct", args.direct.to_string()),
+        ("--backend", "backend", args.backend.name().to_string()),
+        (
+            "--no-verify-checksums",
+            "verify_checksums",
+            (!args.no_verify_checksums).to_string(),
+        ),
+        ("--threads", "threads", args.threads.to_string()),
+        ("--qd", "queue_depth", args.queue_depth.to_string()),
+        ("--direct", "direct", args.direct.to_string()),
     ];
-    let given = args
-        .settings
-        .read
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()));
-    ReadOptions::from_pairs(flags.iter().map(|(k, v)| (*k, v.as_str())).chain(given))
-        .map_err(|e| CliError::usage(e.to_string()))
+    let mut opts = ReadOptions::default();
+    for (flag, key, value) in &flags {
+        opts.set(key, value)
+            .map_err(|e| CliError::usage(format!("{flag} {value}: {e}")))?;
+    }
+    for (key, value) in &args.settings.read {
+        opts.set(key, value)
+            .map_err(|e| CliError::usage(e.to_string()))?;
+    }
+    opts.validate()
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(opts)
 }
 
 impl BenchArgs {
