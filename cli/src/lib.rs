@@ -61,7 +61,7 @@ pub(crate) enum Command {
     /// Train a zstd dictionary from a store's or a .npy file's records.
     TrainDict(train_dict::TrainDictArgs),
     /// Time random batched gathers (or single-record gets) on a synthetic or given store.
-    Bench(bench::args::BenchArgs),
+    Bench(Box<bench::args::BenchArgs>),
     /// Convert Parquet, Arrow, Hugging Face, WebDataset, image folders, HDF5, .npz or
     /// .npy into a dataset (done by the Python package: `python -m zring convert`).
     Convert(convert::ConvertArgs),

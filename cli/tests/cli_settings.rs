@@ -108,23 +108,44 @@ fn bench_takes_its_read_flags_and_read_settings_through_the_same_rules() {
         "--dir",
         d,
     ];
-    // A bad value is refused the same way as a flag and as --read.
-    let flag = zring(&[&["bench", "--qd", "0"][..], &tiny[..]].concat());
+    // Each read flag takes exactly its setting's values: a bad one is refused as
+    // `--read KEY=VALUE` refuses it, with the same message after the flag's name.
+    for (flag, value, key) in [
+        ("--qd", "0", "queue_depth"),
+        ("--queue-depth", "0", "queue_depth"),
+        ("--queue-depth", "300", "queue_depth"),
+        ("--qd", "deep", "queue_depth"),
+        ("--threads", "-1", "threads"),
+        ("--backend", "disk", "backend"),
+    ] {
+        let by_flag = zring(&[&["bench", flag, value][..], &tiny[..]].concat());
+        let setting = format!("{key}={value}");
+        let by_read = zring(&[&["bench", "--read", &setting][..], &tiny[..]].concat());
+        assert_eq!(
+            by_flag.status.code(),
+            Some(2),
+            "{flag} {value}: {by_flag:?}"
+        );
+        assert_eq!(by_read.status.code(), Some(2), "{setting}: {by_read:?}");
+        let message = String::from_utf8_lossy(&by_read.stderr);
+        let message = message.strip_prefix("zring: ").expect("zring's prefix");
+        assert!(
+            message.starts_with(&format!("invalid argument: read setting {key}=\"{value}\"")),
+            "{message}"
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&by_flag.stderr),
+            format!("zring: {flag} {value}: {message}"),
+            "the flag's error names the flag, then the message --read gives"
+        );
+    }
     let read = zring(&[&["bench", "--read", "queue_depth=0"][..], &tiny[..]].concat());
-    let message =
-        "invalid argument: read setting queue_depth=\"0\": expected a whole number from 1 to 256\n";
-    assert_eq!(flag.status.code(), Some(2), "{flag:?}");
-    assert_eq!(read.status.code(), Some(2), "{read:?}");
     assert_eq!(
         String::from_utf8_lossy(&read.stderr),
-        format!("zring: {message}")
+        "zring: invalid argument: read setting queue_depth=\"0\": expected a whole number from 1 to 256\n"
     );
-    // The flag's error names the flag the user typed, then the same message.
-    assert_eq!(
-        String::from_utf8_lossy(&flag.stderr),
-        format!("zring: --qd 0: {message}")
-    );
-    // A valid --read reaches the run (and its report), after the flags.
+    // Valid settings reach the run and its report, each --read after the flags;
+    // the report carries every setting the run used.
     let o = zring(
         &[
             &[
@@ -132,10 +153,15 @@ fn bench_takes_its_read_flags_and_read_settings_through_the_same_rules() {
                 "--json",
                 "--threads",
                 "2",
+                "--queue-depth",
+                "9",
+                "--no-verify-checksums",
                 "--read",
                 "queue_depth=17",
                 "--read",
                 "threads=1",
+                "--read",
+                "remote.in_flight=5",
             ][..],
             &tiny[..],
         ]
@@ -143,6 +169,28 @@ fn bench_takes_its_read_flags_and_read_settings_through_the_same_rules() {
     );
     assert!(o.status.success(), "{o:?}");
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(report["config"]["queue_depth"], 17);
-    assert_eq!(report["config"]["threads"], 1);
+    let config = &report["config"];
+    assert_eq!(config["queue_depth"], 17);
+    assert_eq!(config["threads"], 1);
+    assert_eq!(config["read"]["queue_depth"], 17);
+    assert_eq!(config["read"]["threads"], 1);
+    assert_eq!(config["read"]["verify_checksums"], false);
+    assert_eq!(config["read"]["remote"]["in_flight"], 5);
+    // The text report shows them too.
+    let o = zring(
+        &[
+            &["bench", "--qd", "12", "--read", "threads=1"][..],
+            &tiny[..],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let settings = text
+        .lines()
+        .find_map(|l| l.strip_prefix("settings  "))
+        .expect("a settings line");
+    let used: serde_json::Value = serde_json::from_str(settings).expect("settings json");
+    assert_eq!(used["queue_depth"], 12);
+    assert_eq!(used["threads"], 1);
 }

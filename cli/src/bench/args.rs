@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use zring_engine::{Backend, Codec, ReadOptions};
+use zring_engine::{Codec, ReadOptions};
 
 use crate::settings::ReadArgs;
-use crate::{CliError, CliResult};
+use crate::CliResult;
 use zring_sampler::Mode;
 
 use super::synth::IMAGE_BYTES;
@@ -97,9 +97,10 @@ pub struct BenchArgs {
     /// Records per gather (per loader step).
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
-    /// Threads per gather, counting the caller (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
+    /// Threads per gather, counting the caller (0: all cores) [default: 0]. The
+    /// `threads` read setting.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub threads: Option<String>,
     /// Gather mode: independent jobs side by side, each a thread with its own store
     /// handle, io_uring rings, indices and buffers (like fio's numjobs); reported per
     /// job and summed.
@@ -116,14 +117,29 @@ pub struct BenchArgs {
     /// default, 512 MiB); 0 uses them exactly.
     #[arg(long = "lookahead-mib", value_name = "MIB", default_value_t = 512)]
     pub lookahead_mib: u64,
-    /// Read backend, by the engine's name for it (auto, pread, mmap, uring).
-    #[arg(long, default_value = "auto", value_parser = parse_backend)]
-    pub backend: Backend,
-    /// Reads each thread keeps in flight with the uring backend (1..=256).
-    #[arg(long = "qd", value_name = "DEPTH", default_value_t = 64)]
-    pub queue_depth: usize,
+    /// Read backend, by the engine's name for it: auto, pread, mmap or uring
+    /// [default: auto]. The `backend` read setting.
+    #[arg(long, value_name = "BACKEND")]
+    pub backend: Option<String>,
+    /// Reads each thread keeps in flight with the uring backend, 1 to 256
+    /// [default: 64]. The `queue_depth` read setting.
+    #[arg(
+        long = "qd",
+        value_name = "DEPTH",
+        conflicts_with = "queue_depth",
+        allow_negative_numbers = true
+    )]
+    pub qd: Option<String>,
+    /// The same as --qd, by the setting's name.
+    #[arg(
+        long = "queue-depth",
+        value_name = "DEPTH",
+        allow_negative_numbers = true
+    )]
+    pub queue_depth: Option<String>,
     /// Read with O_DIRECT, bypassing the page cache (device benchmarking). The
-    /// synthetic store is then written with 4096-byte alignment.
+    /// synthetic store is then written with 4096-byte alignment. The `direct` read
+    /// setting.
     #[arg(long)]
     pub direct: bool,
     /// Synthetic store: record alignment in the file (default 8, or 4096 with
@@ -159,13 +175,18 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
     /// Skip the per-record checksum check on reads (on by default, as in every
-    /// reader).
+    /// reader). The `verify_checksums` read setting, false.
     #[arg(long)]
     pub no_verify_checksums: bool,
     /// Any read setting as KEY=VALUE, after the flags above (`--read
     /// remote.in_flight=64`, `--read queue_depth=32`), as `info` and `verify` take.
     #[command(flatten)]
     pub settings: ReadArgs,
+    /// The read settings the run uses: the read flags above, then each `--read`,
+    /// as [`BenchArgs::resolved`] sets them (the defaults until then). Every job
+    /// opens the store with them, and the report shows them.
+    #[arg(skip)]
+    pub opts: ReadOptions,
 }
 
 fn parse_sampler(s: &str) -> Result<Mode, String> {
@@ -173,53 +194,36 @@ fn parse_sampler(s: &str) -> Result<Mode, String> {
         .map_err(|e: zring_sampler::SamplerError| e.to_string())
 }
 
-fn parse_backend(s: &str) -> Result<Backend, String> {
-    s.parse()
-        .map_err(|e: zring_engine::ParseBackendError| e.to_string())
-}
-
-/// The engine options every job opens the store with: the read flags, then each
-/// `--read KEY=VALUE`, through the engine's one rule set (`ReadOptions::set`), so a
-/// bad value is refused with the message `--read`, Rust and Python give (after the
-/// flag's name, when a flag gave it).
-pub(crate) fn read_options(args: &BenchArgs) -> CliResult<ReadOptions> {
-    let flags = [
-        ("--backend", "backend", args.backend.name().to_string()),
-        (
-            "--no-verify-checksums",
-            "verify_checksums",
-            (!args.no_verify_checksums).to_string(),
-        ),
-        ("--threads", "threads", args.threads.to_string()),
-        ("--qd", "queue_depth", args.queue_depth.to_string()),
-        ("--direct", "direct", args.direct.to_string()),
-    ];
-    let mut opts = ReadOptions::default();
-    for (flag, key, value) in &flags {
-        opts.set(key, value)
-            .map_err(|e| CliError::usage(format!("{flag} {value}: {e}")))?;
-    }
-    for (key, value) in &args.settings.read {
-        opts.set(key, value)
-            .map_err(|e| CliError::usage(e.to_string()))?;
-    }
-    opts.validate()
-        .map_err(|e| CliError::usage(e.to_string()))?;
-    Ok(opts)
-}
-
 impl BenchArgs {
-    /// These arguments with the read flags set to what `opts` (from
-    /// [`read_options`]) says, so the rest of the bench (the synthetic store's
-    /// alignment, fio's job, the report) follows the settings however they were
-    /// given.
-    pub(crate) fn with_settings(&self, opts: &ReadOptions) -> Self {
+    /// These arguments with [`opts`](BenchArgs::opts) set from the read flags given,
+    /// then each `--read KEY=VALUE`, through the engine's one rule set
+    /// ([`ReadArgs::options_after`]): a flag takes exactly the values of its setting
+    /// and a bad one is refused with the message `--read`, Rust and Python give
+    /// (after the flag's name). The rest of the bench (the synthetic store's
+    /// alignment, fio's job, the report) reads the settings from `opts`, however
+    /// they were given.
+    pub(crate) fn resolved(&self) -> CliResult<Self> {
+        let value = |flag: &'static str, key: &'static str, v: &Option<String>| {
+            v.as_ref().map(|v| (flag, key, v.clone()))
+        };
+        let switch = |flag: &'static str, key: &'static str, on: bool, to: bool| {
+            on.then(|| (flag, key, to.to_string()))
+        };
+        let flags = [
+            value("--backend", "backend", &self.backend),
+            value("--threads", "threads", &self.threads),
+            value("--qd", "queue_depth", &self.qd),
+            value("--queue-depth", "queue_depth", &self.queue_depth),
+            switch("--direct", "direct", self.direct, true),
+            switch(
+                "--no-verify-checksums",
+                "verify_checksums",
+                self.no_verify_checksums,
+                false,
+            ),
+        ];
         let mut args = self.clone();
-        args.backend = opts.backend;
-        args.no_verify_checksums = !opts.verify_checksums;
-        args.threads = opts.threads;
-        args.queue_depth = opts.queue_depth;
-        args.direct = opts.direct;
-        args
+        args.opts = self.settings.options_after(flags.into_iter().flatten())?;
+        Ok(args)
     }
 }

@@ -35,7 +35,7 @@ use std::time::Duration;
 use zring_engine::{Backend, Codec, Store, WriteOptions};
 use zring_sampler::Sampler;
 
-use self::args::{read_options, BenchArgs, BenchMode, CompareWith};
+use self::args::{BenchArgs, BenchMode, CompareWith};
 use self::fio::{FioJob, FioOutcome};
 use self::report::{render, Report};
 use self::synth::{SynthSpec, WriteReport};
@@ -90,7 +90,9 @@ fn target(args: &BenchArgs) -> CliResult<Target> {
     let opts = WriteOptions {
         codec: args.codec.or(source_codec).unwrap_or(Codec::Zstd),
         level: args.level,
-        align: args.align.unwrap_or(if args.direct { 4096 } else { 8 }),
+        align: args
+            .align
+            .unwrap_or(if args.opts.direct { 4096 } else { 8 }),
         ..WriteOptions::default()
     };
     let write = synth::create_store(&path, &spec, opts, args.dict_size)?;
@@ -105,7 +107,7 @@ fn target(args: &BenchArgs) -> CliResult<Target> {
 
 /// Runs `zring bench`.
 pub fn run(args: &BenchArgs) -> CliResult {
-    let args = &args.with_settings(&read_options(args)?);
+    let args = &args.resolved()?;
     check_args(args)?;
     let t = target(args)?;
     let path = &t.path;
@@ -113,14 +115,14 @@ pub fn run(args: &BenchArgs) -> CliResult {
     // map, so no warming and no copy or decode baselines of the file.
     let remote = zring_engine::remote::url_of(path).is_some();
     // Warm first: the auto backend chooses by page-cache residency at open.
-    if !args.direct && !args.cold && !remote {
+    if !args.opts.direct && !args.cold && !remote {
         measure::warm_page_cache(path).map_err(|e| CliError::io(path, "reading the store", e))?;
     }
     let cold_by = match args.cold && !remote {
         true => Some(measure::drop_page_cache(&[path.as_path()])?),
         false => None,
     };
-    let store = Store::open(path, read_options(args)?)?;
+    let store = Store::open(path, args.opts.clone())?;
     if store.is_empty() {
         return Err(CliError::new(format!(
             "{}: the store has no records to read",
@@ -146,7 +148,7 @@ pub fn run(args: &BenchArgs) -> CliResult {
     // (--compare fio). Single-record gets have no batches to take.
     let baseline = (args.mode != BenchMode::Get
         && !remote
-        && (store.codec() != Codec::Raw || (!args.direct && !args.cold)))
+        && (store.codec() != Codec::Raw || (!args.opts.direct && !args.cold)))
         .then(|| records_baseline(&store, &table, args, readers.min(cores()), min_time))
         .transpose()?;
     // zring's figures stand without fio's: a failed fio run is reported, not fatal.
@@ -200,7 +202,7 @@ fn cores() -> usize {
 /// with the workers the loader ran with (`loader_depth`), as the consumer makes a
 /// step itself whenever none is ready, which is always when the device is the limit).
 pub(crate) fn readers(args: &BenchArgs, loader_depth: Option<(usize, usize)>) -> usize {
-    let per_gather = match args.threads {
+    let per_gather = match args.opts.threads {
         0 => cores(),
         t => t,
     };
@@ -215,11 +217,11 @@ pub(crate) fn readers(args: &BenchArgs, loader_depth: Option<(usize, usize)>) ->
 fn fio_job(store: &Store, table: &Table, args: &BenchArgs, readers: usize) -> FioJob {
     let backend = store.backend();
     let iodepth = match (backend, args.mode) {
-        (Backend::Uring, BenchMode::Gather | BenchMode::Loader) => args.queue_depth,
+        (Backend::Uring, BenchMode::Gather | BenchMode::Loader) => args.opts.queue_depth,
         _ => 1,
     };
     // `auto` reads a cold store with O_DIRECT: fio then must too.
-    let direct = args.direct || store.is_direct();
+    let direct = args.opts.direct || store.is_direct();
     let block = fio::block_bytes(table.mean_stored(), direct);
     let (iomem, _) = match &args.fio_iomem {
         Some(kind) => (kind.clone(), None),
@@ -267,7 +269,7 @@ fn records_baseline(
     // BASELINE_BYTES of records (several times any CPU cache: a few dozen batches of
     // small records would stay in cache and overstate the limit); never more than
     // BASELINE_RECORDS records (huge --batch values).
-    let cold = args.direct || args.cold;
+    let cold = args.opts.direct || args.cold;
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let (mut batches, mut bytes, mut records) = (Vec::new(), 0u64, 0usize);
     let mut step = args.warmup;

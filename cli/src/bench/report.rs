@@ -103,12 +103,12 @@ impl Report<'_> {
         let a = self.args;
         let device = "add --direct (O_DIRECT) or --cold (the store out of the page cache \
                       first) to measure the device";
-        match (a.backend, self.backend) {
+        match (a.opts.backend, self.backend) {
             (Backend::Auto, Backend::Mmap) => format!(
                 "chosen by auto because the store is in the page cache (bench read it once \
                  first): this measures memory, not the device; {device}"
             ),
-            (Backend::Auto, b) if a.direct => {
+            (Backend::Auto, b) if a.opts.direct => {
                 format!("chosen by auto: O_DIRECT reads go through {b}")
             }
             (Backend::Auto, b) => format!(
@@ -118,7 +118,7 @@ impl Report<'_> {
             (wanted, got) if wanted != got => {
                 format!("{wanted} was asked for but is unavailable here; reads go through {got}")
             }
-            _ if !a.direct && !a.cold => format!(
+            _ if !a.opts.direct && !a.cold => format!(
                 "as asked; the store is in the page cache (bench read it once first), so \
                  this measures memory, not the device; {device}"
             ),
@@ -227,16 +227,18 @@ impl Report<'_> {
             "config": {
                 "batch": a.batch,
                 "sampler": a.sampler.as_str(),
-                "threads": a.threads,
+                "threads": a.opts.threads,
                 "jobs": a.jobs,
                 "workers": self.result.loader_depth.map(|d| d.0),
                 "prefetch": self.result.loader_depth.map(|d| d.1),
                 "lookahead_mib": (a.mode == BenchMode::Loader).then_some(a.lookahead_mib),
-                "backend": a.backend.name(),
+                "backend": a.opts.backend.name(),
                 "backend_used": self.backend.name(),
                 "backend_note": self.backend_note(),
-                "queue_depth": a.queue_depth,
-                "direct": a.direct,
+                "queue_depth": a.opts.queue_depth,
+                "direct": a.opts.direct,
+                // Every read setting the run used, as ReadOptions::to_json gives them.
+                "read": serde_json::to_value(&a.opts).unwrap_or(Value::Null),
                 "cold": a.cold,
                 "cold_by": self.cold_by.map(|c| match c {
                     ColdBy::DropCaches => "drop_caches",
@@ -261,7 +263,7 @@ impl Report<'_> {
 /// ", O_DIRECT, qd 32"-style details of how reads were issued.
 fn io_note(a: &BenchArgs, backend: Backend, cold_by: Option<ColdBy>) -> String {
     let mut note = String::new();
-    if a.direct {
+    if a.opts.direct {
         note.push_str(", O_DIRECT");
     }
     match cold_by {
@@ -273,7 +275,7 @@ fn io_note(a: &BenchArgs, backend: Backend, cold_by: Option<ColdBy>) -> String {
         None => {}
     }
     if backend == Backend::Uring {
-        note.push_str(&format!(", queue depth {}", a.queue_depth));
+        note.push_str(&format!(", queue depth {}", a.opts.queue_depth));
     }
     note
 }
@@ -283,7 +285,7 @@ pub fn render(rep: &Report<'_>) -> String {
     let a = rep.args;
     let s = &rep.store;
     let u = |k: &str| s[k].as_u64().unwrap_or(0);
-    let threads = match a.threads {
+    let threads = match a.opts.threads {
         0 => format!("all {} cores", cores()),
         1 => "1 thread".to_string(),
         t => format!("{t} threads"),
@@ -404,6 +406,8 @@ pub fn render(rep: &Report<'_>) -> String {
         }
     }
     line(format!("backend   {}: {}", rep.backend, rep.backend_note()));
+    // Every read setting the run used (the flags' and each --read's), to rerun it.
+    line(format!("settings  {}", a.opts.to_json()));
     line(format!(
         "check     {} {} records equal the {}",
         count(rep.checked),

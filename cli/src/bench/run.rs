@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use zring_engine::Store;
 use zring_sampler::Sampler;
 
-use super::args::{read_options, BenchArgs};
+use super::args::BenchArgs;
 use super::measure;
 use super::types::{RunResult, Table};
 use crate::progress::{self, Unit};
@@ -28,7 +28,7 @@ pub(crate) fn gathers(store: &Store, table: &Table, args: &BenchArgs) -> CliResu
     // handle (its own descriptors, and its own rings, as those belong to threads).
     let mut stores = vec![store.clone()];
     for _ in 1..args.jobs {
-        stores.push(Store::open(store.path(), read_options(args)?)?);
+        stores.push(Store::open(store.path(), args.opts.clone())?);
     }
     let start_line = Barrier::new(args.jobs + 1);
     let (results, wall, cpu, others) = std::thread::scope(|s| {
