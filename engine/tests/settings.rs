@@ -4,6 +4,8 @@
 //! `--read` go through); cli/tests/cli_settings.rs and
 //! python/tests/test_settings.py hold the same table.
 
+mod common;
+
 use zring_engine::dataset::Dataset;
 use zring_engine::{ArgumentError, Backend, Error, ReadOptions, Store};
 
@@ -134,5 +136,40 @@ fn a_dataset_made_of_a_store_reads_with_every_setting_the_store_was_opened_with(
         ds.read_options(),
         &opts,
         "nothing the store was opened with is lost"
+    );
+}
+
+#[test]
+fn a_dataset_made_of_a_store_opened_with_o_direct_keeps_direct_and_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("d.zr");
+    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
+    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
+    let records: Vec<u8> = (0..64).collect();
+    w.append_dense(&records).expect("append");
+    w.close().expect("close");
+    let opts = ReadOptions::from_pairs([
+        ("backend", "pread"),
+        ("direct", "true"),
+        ("queue_depth", "200"),
+        ("remote.in_flight", "9"),
+        ("remote.timeout", "7"),
+        ("remote.cache_bytes", "1G"),
+    ])
+    .expect("settings");
+    let Some(store) = common::open_direct_or_skip(&path, opts.clone()) else {
+        return;
+    };
+    assert!(store.is_direct());
+    let ds = Dataset::from_store("x", store).expect("dataset");
+    assert_eq!(ds.read_options(), &opts, "direct and the rest are kept");
+    assert!(ds.store(0, 0).expect("the store").is_direct());
+    // The dataset's field reads through the store it holds: the records come back.
+    let field = ds.field(0).expect("field");
+    let mut got = [0u8; 16];
+    field.gather(&[5, 0], &mut got).expect("gather");
+    assert_eq!(
+        got,
+        [40, 41, 42, 43, 44, 45, 46, 47, 0, 1, 2, 3, 4, 5, 6, 7]
     );
 }
