@@ -71,14 +71,20 @@ fn assert_setting(e: Error, key: &str, value: &str, expected: &str) {
     }
 }
 
+/// A store `name` in `dir` of `bytes` as 8-byte dense records.
+fn small_store(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
+    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
+    w.append_dense(bytes).expect("append");
+    w.close().expect("close");
+    path
+}
+
 #[test]
 fn bad_settings_built_in_rust_fail_every_open_with_the_typed_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("x.zr");
-    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
-    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
-    w.append_dense(&[7u8; 32]).expect("append");
-    w.close().expect("close");
+    let path = small_store(dir.path(), "x.zr", &[7u8; 32]);
     for (opts, key, value, expected) in bad() {
         let e = Store::open(&path, opts.clone()).map(|_| ()).expect_err(key);
         assert_setting(e, key, value, expected);
@@ -115,11 +121,7 @@ fn an_unknown_setting_names_the_known_ones() {
 #[test]
 fn a_dataset_made_of_a_store_reads_with_every_setting_the_store_was_opened_with() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("x.zr");
-    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
-    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
-    w.append_dense(&[7u8; 32]).expect("append");
-    w.close().expect("close");
+    let path = small_store(dir.path(), "x.zr", &[7u8; 32]);
     let opts = ReadOptions::from_pairs([
         ("backend", "pread"),
         ("verify_checksums", "false"),
@@ -142,12 +144,8 @@ fn a_dataset_made_of_a_store_reads_with_every_setting_the_store_was_opened_with(
 #[test]
 fn a_dataset_made_of_a_store_opened_with_o_direct_keeps_direct_and_the_rest() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("d.zr");
-    let schema = zring_engine::Schema::dense(zring_engine::DType::U8, &[8]);
-    let mut w = zring_engine::Writer::create(&path, schema, Default::default()).expect("create");
     let records: Vec<u8> = (0..64).collect();
-    w.append_dense(&records).expect("append");
-    w.close().expect("close");
+    let path = small_store(dir.path(), "d.zr", &records);
     let opts = ReadOptions::from_pairs([
         ("backend", "pread"),
         ("direct", "true"),
