@@ -117,8 +117,11 @@ fn collect_at_url(url: &str, keep: u64, dry_run: bool) -> Result<GcReport> {
     let at = crate::remote::ObjectDir::new(url, &crate::remote::RemoteOptions::default())?;
     let names = |rel: &str| -> Result<Vec<(String, u64)>> { at.list(rel, "listing the dataset") };
     let published: Vec<String> = names(VERSIONS_DIR)?.into_iter().map(|(n, _)| n).collect();
+    // Store names in listing order, and their sizes (the bytes a removal frees).
     let listed = names(DATA_DIR)?;
     let stores: Vec<String> = listed.iter().map(|(n, _)| n.clone()).collect();
+    let sizes: std::collections::HashMap<&str, u64> =
+        listed.iter().map(|(n, b)| (n.as_str(), *b)).collect();
     let plan = Plan::make(&at, keep, &published, &stores)?;
     let mut report = plan.report(|rel| at.url_of(rel));
     for v in &plan.old_manifests {
@@ -130,10 +133,7 @@ fn collect_at_url(url: &str, keep: u64, dry_run: bool) -> Result<GcReport> {
         if !dry_run {
             at.delete(&format!("{DATA_DIR}/{name}"), "removing an unnamed store")?;
         }
-        report.bytes += listed
-            .iter()
-            .find(|(n, _)| n == name)
-            .map_or(0, |(_, b)| *b);
+        report.bytes += sizes.get(name.as_str()).copied().unwrap_or(0);
     }
     Ok(report)
 }
