@@ -84,21 +84,23 @@ pub(crate) fn upload(
         .metadata()
         .map_err(|e| io("reading the staged store", e))?
         .len();
-    let store = conn.store()?;
-    let (location, url) = (conn.location.clone(), conn.url.clone());
-    let exists = || Error::AlreadyExists { path: url.clone() };
+    let taken = || Error::AlreadyExists {
+        path: conn.url.clone(),
+    };
     if len <= PART_BYTES as u64 {
         let mut bytes = Vec::with_capacity(len as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| io("reading the staged store", e))?;
         return match put(conn, bytes, overwrite)? {
             true => Ok(()),
-            false => Err(exists()),
+            false => Err(taken()),
         };
     }
-    if !overwrite && self::exists(conn)? {
-        return Err(exists());
+    if !overwrite && exists(conn)? {
+        return Err(taken());
     }
+    let store = conn.store()?;
+    let location = conn.location.clone();
     let retry = PutMultipartOptions::default().with_retry_policy(Arc::new(PartRetry::new(opts)));
     let done = runtime::run(async move {
         let upload = match store.put_multipart_opts(&location, retry).await {
