@@ -25,7 +25,7 @@ run() {
               --offset=4096 --size=1073741824 --ioengine=io_uring --iodepth="${1#fio}" \
               --numjobs=1 --direct=1 --runtime=3 --time_based --minimal | cut -d';' -f8 ;;
     LA) "$ZRING" bench "${LOADER[@]}" 2>&1 | records_per_s ;;
-    W*) "$ZRING" bench "${LOADER[@]}" --lookahead-mib 0 --workers "${1#W}" --prefetch "${1#W}" 2>&1 \
+    W*) "$ZRING" bench "${LOADER[@]}" --lookahead 0 --workers "${1#W}" --prefetch "${1#W}" 2>&1 \
             | records_per_s ;;
     esac
 }

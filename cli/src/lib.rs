@@ -129,10 +129,17 @@ pub(crate) fn parse_level(s: &str) -> Result<i32, String> {
     Ok(level)
 }
 
-/// Parses a record alignment for clap: a power of two up to 1 MiB.
+/// Parses a size with units for clap (`4096`, `4k`, `64MiB`), by the engine's one
+/// rule ([`zring_engine::parse_size`]: binary units, as fio reads them).
+pub(crate) fn parse_size<T: TryFrom<u64>>(s: &str) -> Result<T, String> {
+    let bytes = zring_engine::parse_size(s).map_err(|e| e.to_string())?;
+    T::try_from(bytes).map_err(|_| format!("{s:?} is too large a size for this option"))
+}
+
+/// Parses a record alignment for clap: a power of two up to 1 MiB (units allowed).
 pub(crate) fn parse_align(s: &str) -> Result<u32, String> {
     let max = zring_engine::format::MAX_ALIGN;
-    match s.parse::<u32>() {
+    match parse_size::<u32>(s) {
         Ok(a) if a.is_power_of_two() && a <= max => Ok(a),
         _ => Err(format!(
             "the alignment must be a power of two from 1 to {max}"

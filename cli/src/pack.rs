@@ -11,7 +11,8 @@ use zring_engine::{Codec, DType, ReadOptions, Schema, Store, WriteOptions, Write
 use super::output::{self, bytes};
 use super::progress::{self, Unit};
 use super::{
-    parse_align, parse_codec, parse_dtype, parse_key_value, parse_level, CliError, CliResult,
+    parse_align, parse_codec, parse_dtype, parse_key_value, parse_level, parse_size, CliError,
+    CliResult,
 };
 use crate::npy::NpyFile;
 
@@ -48,14 +49,15 @@ pub struct PackArgs {
     /// zstd compression level.
     #[arg(long, default_value_t = 3, allow_negative_numbers = true, value_parser = parse_level)]
     pub level: i32,
-    /// Dictionary size in bytes for zstd-dict (trained on records spread over the input).
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_DICT_BYTES)]
+    /// Dictionary size for zstd-dict (trained on records spread over the input);
+    /// units allowed (112k).
+    #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_DICT_BYTES, value_parser = parse_size::<usize>)]
     pub dict_size: usize,
     /// Use this trained dictionary (from `zring train-dict`) instead of training one.
     #[arg(long, value_name = "FILE")]
     pub dict: Option<PathBuf>,
-    /// Start every record at a multiple of this many bytes (4096 suits O_DIRECT).
-    #[arg(long, value_name = "BYTES", default_value_t = 8, value_parser = parse_align)]
+    /// Start every record at a multiple of this many bytes (4096 or 4k suits O_DIRECT).
+    #[arg(long, value_name = "SIZE", default_value_t = 8, value_parser = parse_align)]
     pub align: u32,
     /// Replace an existing file at OUT.
     #[arg(long)]
@@ -70,8 +72,8 @@ pub struct PackArgs {
     #[arg(long, value_parser = parse_dtype)]
     pub dtype: Option<DType>,
     /// Input bytes handed to the writer per append call (memory in flight is
-    /// bounded by this plus the writer's chunks).
-    #[arg(long, value_name = "BYTES", default_value_t = 64 << 20)]
+    /// bounded by this plus the writer's chunks); units allowed (64M).
+    #[arg(long, value_name = "SIZE", default_value_t = 64 << 20, value_parser = parse_size::<usize>)]
     pub batch_bytes: usize,
 }
 

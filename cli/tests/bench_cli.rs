@@ -483,14 +483,14 @@ fn cold_runs_without_root_and_level_is_range_checked() {
 fn loader_mode_with_a_lookahead_budget_says_what_it_chose_and_checks_its_steps() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut args = vec!["bench", "--dir", s(dir.path()), "--mode", "loader"];
-    args.extend(tiny(&["--batch", "16", "--lookahead-mib", "64"]));
+    args.extend(tiny(&["--batch", "16", "--lookahead", "64M"]));
     let o = zring_with_path(&args, None);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         stdout.contains(
-            "(look-ahead: sized from the device's queue within 64 MiB, at least 2 and 4)"
+            "(look-ahead: sized from the device's queue within 64.00 MiB, at least 2 and 4)"
         ),
         "{stdout}"
     );
@@ -500,7 +500,7 @@ fn loader_mode_with_a_lookahead_budget_says_what_it_chose_and_checks_its_steps()
     args.extend(tiny(&[
         "--batch",
         "16",
-        "--lookahead-mib",
+        "--lookahead",
         "0",
         "--workers",
         "3",
@@ -538,4 +538,33 @@ fn the_sampler_option_orders_gathers_and_steps_and_every_order_is_checked() {
     let o = zring_with_path(&["bench", "--sampler", "sorted"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("sorted"));
+}
+
+#[test]
+fn sizes_take_units_as_fio_reads_them_and_a_bad_one_is_named() {
+    // 4k is 4096 bytes: each record delivered is one 4 KiB record.
+    let v = bench_json(&[
+        "--count",
+        "200",
+        "--record-bytes",
+        "4k",
+        "--duration",
+        "0.2",
+        "--codec",
+        "raw",
+    ]);
+    let gathers = &v["result"];
+    let per_record = gathers["logical_bytes"].as_u64().expect("logical_bytes")
+        / gathers["records"].as_u64().expect("records").max(1);
+    assert_eq!(per_record, 4096, "{v}");
+    for (flag, bad) in [
+        ("--record-bytes", "4q"),
+        ("--dict-size", "1x"),
+        ("--lookahead", "lots"),
+    ] {
+        let o = zring_with_path(&["bench", flag, bad, "--count", "10"], None);
+        assert_eq!(o.status.code(), Some(2), "a usage error");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag) && err.contains("is not a size"), "{err}");
+    }
 }

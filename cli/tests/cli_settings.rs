@@ -22,11 +22,7 @@ const BAD: [(&str, &str, &str); 6] = [
         "a whole number from 1 to 1024",
     ),
     ("backend", "disk", "auto, pread, mmap or uring"),
-    (
-        "remote.cache_bytes",
-        "-5",
-        "a byte count (e.g. 65536, 64K, 2G)",
-    ),
+    ("remote.cache_bytes", "-5", "a size (e.g. 65536, 64k, 2G)"),
     (
         "threads",
         "-1",

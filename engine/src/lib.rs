@@ -63,6 +63,7 @@ mod read;
 mod records;
 pub mod remote;
 mod schema;
+mod size;
 mod store;
 mod types;
 mod writer;
@@ -85,6 +86,7 @@ pub use read::{
 };
 pub use records::Records;
 pub use schema::{shape_bytes, Codec, Layout, Schema, StoreSchema, MAX_NDIM};
+pub use size::{parse_size, SizeError};
 pub use store::{ReadPlan, Store};
 pub use writer::{WriteOptions, Writer};
 pub use zring_platform::{Config, Pool, PoolHandle, UringMode};

@@ -45,11 +45,7 @@ fn bad() -> Vec<(ReadOptions, &'static str, &'static str, &'static str)> {
 /// be wrong this way).
 const BAD_TEXT: [(&str, &str, &str); 3] = [
     ("backend", "disk", "auto, pread, mmap or uring"),
-    (
-        "remote.cache_bytes",
-        "-5",
-        "a byte count (e.g. 65536, 64K, 2G)",
-    ),
+    ("remote.cache_bytes", "-5", "a size (e.g. 65536, 64k, 2G)"),
     (
         "threads",
         "-1",

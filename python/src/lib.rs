@@ -81,6 +81,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open::open_store, m)?)?;
     m.add_function(wrap_pyfunction!(open::unpickle_store, m)?)?;
     m.add_function(wrap_pyfunction!(dict::train_dict, m)?)?;
+    m.add_function(wrap_pyfunction!(settings::parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::trim_buffers, m)?)?;
     m.add_function(wrap_pyfunction!(buffer::_buffer_pool_stats, m)?)?;
     m.add_function(wrap_pyfunction!(bench::_bench_gather, m)?)?;

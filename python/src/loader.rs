@@ -30,6 +30,7 @@ use crate::errors;
 use crate::interrupt;
 use crate::ragged::ragged_batch;
 use crate::sampler::Sampler;
+use crate::settings::Size;
 use crate::store::StoreBase;
 
 /// How to turn one stream's tensors into Python objects.
@@ -101,7 +102,7 @@ const DEFAULT_LOOKAHEAD_BYTES: u64 = match Lookahead::DEFAULT {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(DEFAULT_LOOKAHEAD_BYTES)), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912)")]
+    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(Size(DEFAULT_LOOKAHEAD_BYTES))), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -112,7 +113,7 @@ impl Loader {
         transform: Option<Py<PyAny>>,
         ordered: bool,
         pinned: bool,
-        lookahead_bytes: Option<u64>,
+        lookahead_bytes: Option<Size>,
     ) -> PyResult<Self> {
         let mut rust_streams: Vec<(String, Vec<View>)> = Vec::new();
         let mut infos = Vec::new();
@@ -166,7 +167,7 @@ impl Loader {
             Delivery::CompletionOrder
         };
         let mut options = LoaderOptions::new(workers, prefetch).with_delivery(delivery);
-        if let Some(bytes) = lookahead_bytes {
+        if let Some(Size(bytes)) = lookahead_bytes {
             // Sized from the device's queue within `bytes`; workers and prefetch are
             // floors (see LoaderOptions::lookahead). The default, as in Rust.
             options = options.with_lookahead(Lookahead::Budget { bytes });

@@ -116,3 +116,42 @@ fn text(v: &Bound<'_, PyAny>) -> PyResult<String> {
     let path: std::path::PathBuf = path.extract()?;
     Ok(path.to_string_lossy().into_owned())
 }
+
+/// A size argument (`lookahead_bytes=`, `shard_bytes=`, ...): a non-negative int,
+/// or text with units read by the engine's one rule (`"64M"`, `"4KiB"`: binary
+/// units, as the CLI and the environment variables take them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Size(pub u64);
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Size {
+    type Error = PyErr;
+
+    fn extract(v: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let py = v.py();
+        if let Ok(s) = v.cast::<PyString>() {
+            let text = s.to_str()?;
+            return zring_engine::parse_size(text)
+                .map(Size)
+                .map_err(|e| errors::INVALID.err(py, e.to_string()));
+        }
+        if v.cast::<PyBool>().is_err() && v.hasattr("__index__")? {
+            let n = v.call_method0("__index__")?;
+            return n.extract::<u64>().map(Size).map_err(|_| {
+                errors::INVALID.err(py, format!("a size must be at least 0 bytes, not {n}"))
+            });
+        }
+        Err(PyTypeError::new_err(format!(
+            "a size is an int of bytes or a str with units (\"64M\"), not {}",
+            v.get_type()
+                .name()
+                .map_or_else(|_| "?".to_string(), |n| n.to_string())
+        )))
+    }
+}
+
+/// `_zring.parse_size(value)`: a size argument as a count of bytes, for the
+/// package's pure-Python functions (`shard_bytes=`, `dict_bytes=`).
+#[pyfunction]
+pub(crate) fn parse_size(value: Size) -> u64 {
+    value.0
+}

@@ -19,7 +19,7 @@ BAD = [
     ({"remote": {"in_flight": 0}}, "remote.in_flight", "0", "a whole number from 1 to 1024"),
     ({"remote": {"in_flight": 100000}}, "remote.in_flight", "100000", "a whole number from 1 to 1024"),
     ({"backend": "disk"}, "backend", "disk", "auto, pread, mmap or uring"),
-    ({"remote": {"cache_bytes": -5}}, "remote.cache_bytes", "-5", "a byte count (e.g. 65536, 64K, 2G)"),
+    ({"remote": {"cache_bytes": -5}}, "remote.cache_bytes", "-5", "a size (e.g. 65536, 64k, 2G)"),
     ({"threads": -1}, "threads", "-1", "a whole number of threads (0: the caller and every pool worker)"),
 ]
 

@@ -12,7 +12,7 @@ use zring_sampler::Mode;
 
 use super::synth::IMAGE_BYTES;
 use crate::pack::DEFAULT_DICT_BYTES;
-use crate::parse_codec;
+use crate::{parse_codec, parse_size};
 
 /// Default synthetic record count: 1000 W1 images (147 MiB) builds and runs in a
 /// few seconds on a 2-core machine and keeps the temp file modest.
@@ -61,9 +61,9 @@ pub struct BenchArgs {
     /// Synthetic store: number of records.
     #[arg(long, default_value_t = DEFAULT_COUNT)]
     pub count: u64,
-    /// Synthetic store: bytes per record (the mean with --ragged). The default is one
-    /// uint8[3, 224, 224] image.
-    #[arg(long, value_name = "BYTES", default_value_t = IMAGE_BYTES)]
+    /// Synthetic store: bytes per record (the mean with --ragged), units allowed
+    /// (4k, 1M). The default is one uint8[3, 224, 224] image.
+    #[arg(long, value_name = "SIZE", default_value_t = IMAGE_BYTES, value_parser = parse_size::<usize>)]
     pub record_bytes: usize,
     /// Synthetic store: raw, zstd or zstd-dict [default: zstd, or the replayed
     /// store's codec].
@@ -72,8 +72,8 @@ pub struct BenchArgs {
     /// Synthetic store: zstd level (zstd's range, -131072 to 22 with the bundled zstd).
     #[arg(long, default_value_t = 3, allow_negative_numbers = true)]
     pub level: i32,
-    /// Synthetic store: dictionary bytes for zstd-dict.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_DICT_BYTES)]
+    /// Synthetic store: dictionary size for zstd-dict, units allowed (112k).
+    #[arg(long, value_name = "SIZE", default_value_t = DEFAULT_DICT_BYTES, value_parser = parse_size::<usize>)]
     pub dict_size: usize,
     /// Synthetic store: variable-length 1-D records instead of fixed-size ones.
     #[arg(long)]
@@ -112,11 +112,11 @@ pub struct BenchArgs {
     /// Loader mode: finished steps kept ready ahead of the consumer.
     #[arg(long, default_value_t = 4)]
     pub prefetch: usize,
-    /// Loader mode: size the look-ahead from this many MiB of step memory and the
-    /// device's queue depth, with --workers and --prefetch as floors (the library's
-    /// default, 512 MiB); 0 uses them exactly.
-    #[arg(long = "lookahead-mib", value_name = "MIB", default_value_t = 512)]
-    pub lookahead_mib: u64,
+    /// Loader mode: size the look-ahead from this much step memory (units allowed:
+    /// 512M, 1G) and the device's queue depth, with --workers and --prefetch as
+    /// floors (the library's default, 512 MiB); 0 uses them exactly.
+    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = parse_size::<u64>)]
+    pub lookahead: u64,
     /// Read backend, by the engine's name for it: auto, pread, mmap or uring
     /// [default: auto]. The `backend` read setting.
     #[arg(long, value_name = "BACKEND")]

@@ -21,9 +21,9 @@ const STREAM: &str = "records";
 fn loader(store: &Store, args: &BenchArgs) -> CliResult<Loader> {
     let sampler = Sampler::new(store.len(), args.batch, args.sampler, args.seed)?;
     let mut options = LoaderOptions::new(args.workers, args.prefetch);
-    if args.lookahead_mib > 0 {
+    if args.lookahead > 0 {
         options = options.with_lookahead(Lookahead::Budget {
-            bytes: args.lookahead_mib << 20,
+            bytes: args.lookahead,
         });
     }
     Loader::new([(STREAM, vec![store.clone()])], sampler, options).map_err(loader_error)

@@ -231,7 +231,7 @@ impl Report<'_> {
                 "jobs": a.jobs,
                 "workers": self.result.loader_depth.map(|d| d.0),
                 "prefetch": self.result.loader_depth.map(|d| d.1),
-                "lookahead_mib": (a.mode == BenchMode::Loader).then_some(a.lookahead_mib),
+                "lookahead_bytes": (a.mode == BenchMode::Loader).then_some(a.lookahead),
                 "backend": a.opts.backend.name(),
                 "backend_used": self.backend.name(),
                 "backend_note": self.backend_note(),
@@ -315,11 +315,13 @@ pub fn render(rep: &Report<'_>) -> String {
         ),
         BenchMode::Loader => {
             let (workers, prefetch) = rep.result.loader_depth.unwrap_or((a.workers, a.prefetch));
-            let sized = match a.lookahead_mib {
+            let sized = match a.lookahead {
                 0 => " (as given)".to_string(),
-                mib => format!(
-                    " (look-ahead: sized from the device's queue within {mib} MiB, at least {} and {})",
-                    a.workers, a.prefetch
+                bytes => format!(
+                    " (look-ahead: sized from the device's queue within {}, at least {} and {})",
+                    indicatif::HumanBytes(bytes),
+                    a.workers,
+                    a.prefetch
                 ),
             };
             format!(

@@ -19,7 +19,8 @@ use zring_platform::PoolHandle;
 
 use super::Backend;
 use crate::error::{ArgumentError, Error, Result};
-use crate::remote::{parse_bytes, CacheOptions, RemoteOptions, WholeObjects};
+use crate::remote::{CacheOptions, RemoteOptions, WholeObjects};
+use crate::size::parse_size;
 
 /// The most reads one thread keeps in flight with the `uring` backend.
 pub const MAX_QUEUE_DEPTH: usize = 256;
@@ -149,7 +150,7 @@ impl ReadOptions {
     /// the CLI's `--read KEY=VALUE` give it: `backend`, `verify_checksums`,
     /// `threads`, `queue_depth`, `direct`, and the remote options as `remote.NAME`
     /// (`remote.config.KEY` for an object_store configuration key). Sizes take
-    /// `K`/`M`/`G`/`T` suffixes (powers of 1024), durations are seconds, switches
+    /// units (`4k`, `64MiB`, `2G`: powers of 1024, see [`parse_size`]), durations are seconds, switches
     /// `true` or `false`. The value is checked by the rule [`validate`] applies.
     ///
     /// [`validate`]: ReadOptions::validate
@@ -162,10 +163,8 @@ impl ReadOptions {
             "threads" => self.threads = count(value).ok_or_else(|| bad(THREADS))?,
             "queue_depth" => self.queue_depth = count(value).ok_or_else(|| bad(QUEUE_DEPTH))?,
             "direct" => self.direct = switch(value).ok_or_else(|| bad(BOOL))?,
-            "remote.max_gap" => r.max_gap = parse_bytes(value).ok_or_else(|| bad(BYTES))?,
-            "remote.max_request" => {
-                r.max_request = parse_bytes(value).ok_or_else(|| bad(REQUEST))?
-            }
+            "remote.max_gap" => r.max_gap = parse_size(value).map_err(|_| bad(BYTES))?,
+            "remote.max_request" => r.max_request = parse_size(value).map_err(|_| bad(REQUEST))?,
             "remote.in_flight" => r.in_flight = count(value).ok_or_else(|| bad(IN_FLIGHT))?,
             "remote.max_retries" => r.max_retries = count(value).ok_or_else(|| bad(COUNT))?,
             "remote.retry_timeout" => r.retry_timeout = secs(value).ok_or_else(|| bad(SECS))?,
@@ -177,10 +176,10 @@ impl ReadOptions {
             "remote.cache_dir" if value.is_empty() => return Err(bad(DIR)),
             "remote.cache_dir" => cache(r).dir = PathBuf::from(value),
             "remote.cache_bytes" => {
-                cache(r).max_bytes = parse_bytes(value).ok_or_else(|| bad(BYTES))?
+                cache(r).max_bytes = parse_size(value).map_err(|_| bad(BYTES))?
             }
             "remote.cache_chunk_bytes" => {
-                cache(r).chunk_bytes = parse_bytes(value).ok_or_else(|| bad(CHUNK))?
+                cache(r).chunk_bytes = parse_size(value).map_err(|_| bad(CHUNK))?
             }
             "remote.cache_whole" => {
                 cache(r).whole = WholeObjects::parse(value).ok_or_else(|| bad(WHOLE))?
@@ -281,9 +280,9 @@ const THREADS: &str = "a whole number of threads (0: the caller and every pool w
 const QUEUE_DEPTH: &str = "a whole number from 1 to 256";
 const IN_FLIGHT: &str = "a whole number from 1 to 1024";
 const COUNT: &str = "a whole number";
-const BYTES: &str = "a byte count (e.g. 65536, 64K, 2G)";
-const REQUEST: &str = "a byte count of at least 1 (e.g. 16M)";
-const CHUNK: &str = "a byte count of at least 1 (e.g. 4M)";
+const BYTES: &str = "a size (e.g. 65536, 64k, 2G)";
+const REQUEST: &str = "a size of at least 1 byte (e.g. 16M)";
+const CHUNK: &str = "a size of at least 1 byte (e.g. 4M)";
 const SECS: &str = "a duration in seconds (e.g. 0.5)";
 const DIR: &str = "a directory (leave remote.cache_dir out for the default location)";
 const WHOLE: &str = "auto, always or never";

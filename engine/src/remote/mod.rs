@@ -50,9 +50,7 @@ mod whole;
 
 use std::path::Path;
 
-pub use options::{
-    parse_bytes, CacheOptions, RemoteOptions, WholeObjects, CACHE_BYTES_ENV, CACHE_DIR_ENV,
-};
+pub use options::{CacheOptions, RemoteOptions, WholeObjects, CACHE_BYTES_ENV, CACHE_DIR_ENV};
 
 #[cfg(feature = "remote")]
 pub use cache::CacheStats;

@@ -223,11 +223,11 @@ fn env_bytes(env: &dyn Fn(&str) -> Option<OsString>) -> crate::error::Result<u64
         return Ok(CacheOptions::DEFAULT_MAX_BYTES);
     };
     let v = v.to_string_lossy().into_owned();
-    parse_bytes(&v).ok_or_else(|| {
+    crate::size::parse_size(&v).map_err(|_| {
         crate::error::Error::InvalidArgument(crate::error::ArgumentError::Environment {
             var: CACHE_BYTES_ENV,
             value: v,
-            expected: "a byte count (e.g. 500G)",
+            expected: "a size (e.g. 500G)",
         })
     })
 }
@@ -243,49 +243,9 @@ fn default_cache_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> 
     Some(base.join(DEFAULT_SUBDIR))
 }
 
-/// Parses `123`, `64K`, `500M`, `2G`, `1T` (powers of 1024; an optional `B` or
-/// `iB` after the letter).
-pub fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let s = s
-        .strip_suffix("iB")
-        .or_else(|| s.strip_suffix('B'))
-        .unwrap_or(s);
-    let (digits, shift) = match s.char_indices().last() {
-        Some((k, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return None,
-            };
-            (&s[..k], shift)
-        }
-        _ => (s, 0),
-    };
-    digits
-        .trim()
-        .parse::<u64>()
-        .ok()?
-        .checked_mul(1u64 << shift)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn byte_counts_parse_with_binary_suffixes() {
-        assert_eq!(parse_bytes("123"), Some(123));
-        assert_eq!(parse_bytes("64K"), Some(64 << 10));
-        assert_eq!(parse_bytes("2G"), Some(2 << 30));
-        assert_eq!(parse_bytes("2GiB"), Some(2 << 30));
-        assert_eq!(parse_bytes(" 1tb "), None);
-        assert_eq!(parse_bytes("1TB"), Some(1 << 40));
-        assert_eq!(parse_bytes("x"), None);
-        assert_eq!(parse_bytes("99999999999T"), None);
-    }
 
     #[test]
     fn objects_up_to_half_the_bound_are_cached_whole_by_default() {

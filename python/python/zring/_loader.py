@@ -63,7 +63,7 @@ class Loader(_Loader, Generic[_T]):
     - ``lookahead_bytes`` (512 MiB by default): make as many steps at once as keep
       the storage device's queue full across step boundaries (from the reads one
       step plans into and the device's queue depth), within this many bytes of live
-      steps; ``workers`` and ``prefetch`` are floors, and the budget wins over them.
+      steps (an int, or a size with units: ``"1G"``); ``workers`` and ``prefetch`` are floors, and the budget wins over them.
       A store read through its mapping (``auto`` maps one that is in the page
       cache) has no device queue to fill and keeps exactly ``workers`` and
       ``prefetch``. ``None`` uses ``workers`` and ``prefetch`` as given.
@@ -103,7 +103,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = 512 << 20,
+        lookahead_bytes: int | str | None = 512 << 20,
     ) -> Self: ...
     @overload
     def __new__(  # type: ignore[misc]  # a custom sampler makes a SamplerLoader
@@ -145,7 +145,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = 512 << 20,
+        lookahead_bytes: int | str | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(
@@ -158,7 +158,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         *,
         pinned: bool = False,
-        lookahead_bytes: int | None = 512 << 20,
+        lookahead_bytes: int | str | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(
@@ -171,7 +171,7 @@ class Loader(_Loader, Generic[_T]):
         transform: Callable[[Shard], _T],
         ordered: bool = True,
         pinned: bool = False,
-        lookahead_bytes: int | None = 512 << 20,
+        lookahead_bytes: int | str | None = 512 << 20,
     ) -> None: ...
     @overload
     def __init__(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 import numpy.typing as npt
 
-from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
+from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder, parse_size
 
 if TYPE_CHECKING:
     from ._dataset import Dataset
@@ -584,7 +584,7 @@ def write_dataset(
     fields: Iterable[str] | Mapping[str, FieldSpecLike] | None = None,
     *,
     shard_records: int | None = None,
-    shard_bytes: int = SHARD_BYTES,
+    shard_bytes: int | str = SHARD_BYTES,
     workers: int | None = None,
     codec: CodecName = "zstd",
     level: int = 3,
@@ -608,7 +608,8 @@ def write_dataset(
     (dense), lists (ragged), strings and binaries (ragged uint8), structs (one field
     per child, ``parent.child``; Hugging Face Image / Audio keep their encoded bytes).
 
-    Shards of ``shard_records`` records (default: as many as fit in ``shard_bytes``)
+    Shards of ``shard_records`` records (default: as many as fit in ``shard_bytes``,
+    an int or a size with units such as ``"256M"``)
     are written by ``workers`` threads (default: one per core) with ``codec`` /
     ``level``. ``append`` adds the shards to the existing dataset as a new version;
     ``overwrite`` replaces an existing dataset. A progress bar shows when tqdm is
@@ -642,6 +643,7 @@ def write_dataset(
     from ._dataset import open_dataset
 
     workers = workers or os.cpu_count() or 1
+    shard_bytes = parse_size(shard_bytes)
     src = _Source(source, fields, batch_records)
     it = iter(src)
     first = next(it, None)
