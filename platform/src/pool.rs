@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::Duration;
@@ -177,10 +177,33 @@ impl Pool {
     /// A forked child gets a pool of its own at its first use (the parent's threads do
     /// not exist there), also when the fork happened while the parent was starting its
     /// pool.
+    ///
+    /// [`Pool::share_global`] caps it for a process that is one of several doing
+    /// the same work.
     pub fn global() -> &'static Pool {
-        static GLOBAL: ForkOnce<Pool> = ForkOnce::new(InChild::Recreate);
-        GLOBAL
-            .get_or_init(|| Pool::with_config(Config::global()).unwrap_or_else(|_| Pool::inline()))
+        GLOBAL.get_or_init(|| {
+            let mut config = Config::global().clone();
+            let share = GLOBAL_SHARE.load(Ordering::Acquire);
+            if config.threads.is_none() && share > 0 {
+                let own = default_threads(config.placement().as_ref());
+                config.threads = Some(own.min(share));
+            }
+            Pool::with_config(&config).unwrap_or_else(|_| Pool::inline())
+        })
+    }
+
+    /// Caps the global pool at `threads` (the caller counted) in this process, for
+    /// a process that shares the machine with siblings doing the same work: each of
+    /// a data loader's W worker processes takes its 1/W of the cores, so that W
+    /// pools of one thread per core do not crowd W times as many threads onto them
+    /// (PyTorch caps its own intra-op threads in its workers for the same reason).
+    ///
+    /// Takes effect where this process has not built its global pool yet (a forked
+    /// child builds its own at its first use) and no thread count was configured
+    /// (`ZRING_THREADS`, [`Config::set_global`]): returns whether it will.
+    pub fn share_global(threads: usize) -> bool {
+        GLOBAL_SHARE.store(threads.max(1), Ordering::Release);
+        GLOBAL.get().is_none() && Config::global().threads.is_none()
     }
 
     /// A pool with no workers: `run` executes everything on the caller.
@@ -351,6 +374,13 @@ impl std::fmt::Debug for PoolHandle {
         }
     }
 }
+
+/// The process-wide pool ([`Pool::global`]), rebuilt in a forked child at its first
+/// use there.
+static GLOBAL: ForkOnce<Pool> = ForkOnce::new(InChild::Recreate);
+
+/// [`Pool::share_global`]'s cap on the global pool's threads; 0 for none.
+static GLOBAL_SHARE: AtomicUsize = AtomicUsize::new(0);
 
 /// The global pool's thread count without `ZRING_THREADS`: one per core the
 /// placement chose by locality or by list (a NUMA node's cores, `ZRING_CORES`), so

@@ -25,6 +25,11 @@ draw:
              refuses, so there collate_fn packs them (torch.cat + offsets), the output
              zring gives
 
+With --workers N, two more: zring-dl with N DataLoader worker processes (persistent),
+each taking its share of the cores for its zring pool (the default), and the same
+with each worker keeping a pool of one thread per core ("unshared", as before
+workers shared the cores).
+
 Reported: batches/s of each and the ratios zring-dl / gather (target >= 0.9),
 zring-dl / npy-dl (target >= 3) and IterableDataset / gather.
 
@@ -121,7 +126,13 @@ def build(d, quick, check=False):
         warm(os.path.join(d, f))
 
 
-def contenders(d, name):
+def keep_full_pool(_worker_id):
+    """worker_init_fn of the "unshared" contender: the worker skips taking its share
+    of the cores, so its pool has one thread per core, as before workers shared."""
+    zt._share_taken = True
+
+
+def contenders(d, name, workers=0):
     store = zring.open(os.path.join(d, f"{name}.zr"))
     n = len(store)
     ds = zt.Dataset({"x": store})
@@ -154,7 +165,19 @@ def contenders(d, name):
     def iterable():
         return iter(zt.IterableDataset({"x": store}, BATCH, seed=3))
 
+    def zring_dl_workers(init=None):
+        dl = torch.utils.data.DataLoader(ds, batch_sampler=zt.BatchSampler(n, BATCH, seed=2), collate_fn=zt.collate,
+                                         num_workers=workers, persistent_workers=True, worker_init_fn=init)
+        return endless(lambda: dl)
+
+    parallel = {}
+    if workers:
+        parallel = {
+            f"zring-dl-w{workers}": zring_dl_workers(),
+            f"zring-dl-w{workers}-unshared": zring_dl_workers(keep_full_pool),
+        }
     return drawn, {
+        **parallel,
         "gather": gather(),
         "IterableDataset": iterable(),
         "zring-dl": endless(zring_dl),
@@ -231,6 +254,9 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="also time zring-dl with this many DataLoader worker processes, each taking its share of the "
+                         "cores (the default) and keeping a pool of one thread per core (unshared, the old behaviour)")
     a = ap.parse_args()
     if a.quick:
         a.seconds, a.rounds = min(a.seconds, 0.6), 2
@@ -239,7 +265,7 @@ def main():
     build(a.dir, a.quick, a.check)
     out = {}
     for name in ("w1", "w3"):
-        drawn, its = contenders(a.dir, name)
+        drawn, its = contenders(a.dir, name, a.workers)
         check(its, source_records(a.dir, name), drawn)
         if a.check:
             print(f"bench_torch {name}: every contender's batches hold source records")
@@ -255,6 +281,9 @@ def main():
         zdl = rates["zring.torch.DataLoader"]
         print(f"  zring.torch.DataLoader / gather = {zdl / rates['gather']:.2f}, / npy-dl = {zdl / rates['npy-dl']:.2f}")
         print(f"  IterableDataset / gather = {rates['IterableDataset'] / rates['gather']:.2f}")
+        if a.workers:
+            w = f"zring-dl-w{a.workers}"
+            print(f"  {w} / {w}-unshared = {rates[w] / rates[w + '-unshared']:.2f}   (workers x threads within the cores)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2)

@@ -59,6 +59,17 @@ fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> u8 {
     py.detach(|| zring_cli::run_cli(argv))
 }
 
+/// `_zring._share_threads(processes)`: caps this process's worker pool at its share
+/// of the cores when `processes` processes share them (at least one thread, the
+/// caller counted), where the pool is not built yet and no thread count was
+/// configured; returns whether it will take effect (see `Pool::share_global`). The
+/// torch adapters call it in each DataLoader worker process.
+#[pyfunction]
+fn _share_threads(processes: usize) -> bool {
+    let cores = zring_platform::available_cores();
+    zring_engine::Pool::share_global((cores / processes.max(1)).max(1))
+}
+
 #[pymodule]
 #[pyo3(name = "_zring")]
 fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -87,6 +98,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench::_bench_gather, m)?)?;
     m.add_function(wrap_pyfunction!(bench::_bench_loader, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(_share_threads, m)?)?;
     m.add_class::<testing::PublishHold>()?;
     m.add_function(wrap_pyfunction!(testing::_hold_publish, m)?)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;

@@ -50,6 +50,8 @@ __all__ = [
     "cli_main",
     "train_dict",
     "trim_buffers",
+    "parse_size",
+    "_share_threads",
     "_buffer_pool_stats",
     "_hold_publish",
     "_PublishHold",
@@ -243,9 +245,11 @@ class Sampler:
         length: int,
         batch: int,
         mode: Sampler.Mode | ModeName,
-        seed: int = 42,
+        seed: int = 0,
         rank: int = 0,
-        world: int = 1,
+        world_size: int = 1,
+        *,
+        world: int | None = None,
     ) -> Self: ...
     def next(
         self, out: npt.NDArray[np.uint64] | None = None
@@ -271,6 +275,8 @@ class Sampler:
     def seed(self) -> int: ...
     @property
     def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
     @property
     def world(self) -> int: ...
 
@@ -458,6 +464,7 @@ def train_dict(
 ) -> bytes: ...
 def trim_buffers() -> None: ...
 def parse_size(value: int | str) -> int: ...
+def _share_threads(processes: int) -> bool: ...
 def _unpickle_store(
     path: StrPath,
     settings: str,

@@ -49,6 +49,7 @@ import numpy as np
 from ._data import Plan, as_int_indices, open_fields, rank_and_world
 from ._loader import Loader
 from ._ragged import RaggedBatch
+from ._zring import _share_threads
 
 if TYPE_CHECKING:
     from ._dataset import Dataset as ZringDataset
@@ -277,6 +278,27 @@ def distributed_rank_and_world() -> tuple[int, int]:
     return rank_and_world(os.environ)
 
 
+# Whether this process took its share of the cores (see _take_worker_share).
+_share_taken = False
+
+
+def _take_worker_share() -> None:
+    """In a DataLoader worker process, before its first read: zring's worker pool
+    takes this worker's share of the cores (cores // num_workers, at least one
+    thread), so that W workers run about as many gather threads as there are cores
+    rather than W pools of one thread per core each; PyTorch caps its own intra-op
+    threads in workers for the same reason. ``ZRING_THREADS`` or a pool the worker
+    already built wins. In the main process, nothing changes."""
+    global _share_taken
+    if _share_taken:
+        return
+    info = _tud.get_worker_info()
+    if info is None:
+        return
+    _share_taken = True
+    _share_threads(info.num_workers)
+
+
 # torch is not followed by mypy (pyproject.toml), so its base classes are Any.
 class Dataset(_tud.Dataset):  # type: ignore[misc]
     """Map-style dataset over aligned stores: record ``i`` of every field belongs
@@ -311,10 +333,12 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
         return self._len
 
     def __getitem__(self, i: Any) -> Any:
+        _take_worker_share()
         out = {name: to_tensor(np.asarray(store[i])) for name, store in self.fields.items()}
         return self.transform(out) if self.transform is not None else out
 
     def __getitems__(self, indices: Any) -> Any:
+        _take_worker_share()
         ids = as_int_indices(indices)
         gathered = {name: store[ids] for name, store in self.fields.items()}
         batch = _finish(gathered.items(), self.ragged, self.pad_value, self.transform)
@@ -408,7 +432,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         if mode is None:
             mode = "cyclic" if shuffle else "sequential"
         self.plan = Plan(n, batch_size, mode=mode, seed=seed, epochs=epochs,
-                         drop_last=drop_last, rank=rank, world=world_size)
+                         drop_last=drop_last, rank=rank, world_size=world_size)
         self.ragged = _check_ragged_mode(ragged)
         self.pad_value = pad_value
         self.transform = transform
@@ -422,7 +446,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
     @property
     def world_size(self) -> int:
         """The number of ranks the global batches are split across."""
-        return self.plan.world
+        return self.plan.world_size
 
     @property
     def steps_per_epoch(self) -> int:
@@ -443,6 +467,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         return _finish(gathered, self.ragged, self.pad_value, self.transform)
 
     def __iter__(self) -> Iterator[Any]:
+        _take_worker_share()
         info = _tud.get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         start = self._step
@@ -514,7 +539,7 @@ class BatchSampler(_tud.Sampler):  # type: ignore[misc]
             rank = r if rank is None else rank
             world_size = w if world_size is None else world_size
         self.plan = Plan(length, batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
-                         epochs=None, drop_last=drop_last, rank=rank, world=world_size)
+                         epochs=None, drop_last=drop_last, rank=rank, world_size=world_size)
         self.epoch = 0
         # Batches of `epoch` yielded by the current (or last) iteration; and the step
         # the next iteration starts at, when a state was loaded.
