@@ -72,20 +72,24 @@ pub(crate) fn parse_mode(obj: &Bound<'_, PyAny>) -> PyResult<Mode> {
 
 /// Stateless, counter-based batch indices: batch `t` is a pure function of
 /// `(seed, t)`, so `seek(t)` is O(1) and a resumed run repeats the original.
-/// With `rank`/`world`, each rank gets its contiguous slice of every global batch.
+/// With `rank`/`world_size`, each rank gets its contiguous slice of every global
+/// batch.
 ///
-/// `Sampler(length, batch, mode, seed=42, rank=0, world=1)`
+/// `Sampler(length, batch, mode, seed=0, rank=0, world_size=1)`
 ///
 /// - `length`: the number of records indices are drawn from; `batch`: the global
-///   batch size (divisible by `world`).
+///   batch size (divisible by `world_size`).
 /// - `mode`: `Sampler.Mode.SEQUENTIAL`, `IID` (with replacement) or `CYCLIC`
 ///   (without replacement, a fresh permutation per cycle), or the names
 ///   `"sequential"`, `"iid"`, `"cyclic"`, or 0, 1, 2.
-/// - `seed`: the stream's seed; `rank`, `world`: this process's shard of each batch.
+/// - `seed`: the stream's seed (0 by default, as everywhere in zring); `rank`,
+///   `world_size`: this process's shard of each batch, spelled as PyTorch spells
+///   them. (`world=` is the deprecated old name of `world_size=`.)
 ///
 /// Iterating (or `next()`) yields uint64 arrays of `batch_size` indices, endlessly.
 /// Raises `InvalidArgumentError` for a zero length or batch, a batch not divisible
-/// by `world` or `rank >= world`; `TypeError`/`ValueError` for an unknown mode.
+/// by `world_size` or `rank >= world_size`; `TypeError`/`ValueError` for an
+/// unknown mode.
 ///
 /// >>> import zring
 /// >>> s = zring.Sampler(10, 4, "sequential")
@@ -151,7 +155,8 @@ impl Sampler {
     }
 
     #[new]
-    #[pyo3(signature = (length, batch, mode, seed = 42, rank = 0, world = 1), text_signature = "(length, batch, mode, seed=42, rank=0, world=1)")]
+    #[pyo3(signature = (length, batch, mode, seed = 0, rank = 0, world_size = 1, *, world = None), text_signature = "(length, batch, mode, seed=0, rank=0, world_size=1)")]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         length: u64,
@@ -159,8 +164,16 @@ impl Sampler {
         mode: &Bound<'_, PyAny>,
         seed: u64,
         rank: usize,
-        world: usize,
+        world_size: usize,
+        world: Option<usize>,
     ) -> PyResult<Self> {
+        let world = match world {
+            Some(w) => {
+                deprecated(py, c"Sampler(world=...) is now Sampler(world_size=...)")?;
+                w
+            }
+            None => world_size,
+        };
         let mode = parse_mode(mode)?;
         let s = zring_sampler::Sampler::new(length, batch, mode, seed)
             .and_then(|s| s.shard(rank, world))
@@ -306,13 +319,19 @@ impl Sampler {
         self.lock().seed()
     }
 
-    /// This process's shard of every global batch (`0 <= rank < world`).
+    /// This process's shard of every global batch (`0 <= rank < world_size`).
     #[getter]
     fn rank(&self) -> usize {
         self.lock().rank()
     }
 
     /// The number of shards every global batch is split into.
+    #[getter]
+    fn world_size(&self) -> usize {
+        self.lock().world()
+    }
+
+    /// `world_size`, by its old name (kept for existing callers).
     #[getter]
     fn world(&self) -> usize {
         self.lock().world()
@@ -321,7 +340,7 @@ impl Sampler {
     fn __repr__(&self) -> String {
         let s = self.lock();
         format!(
-            "Sampler(length={}, batch={}, mode={}, seed={}, rank={}, world={}, step={})",
+            "Sampler(length={}, batch={}, mode={}, seed={}, rank={}, world_size={}, step={})",
             s.len(),
             s.global_batch_size(),
             s.mode(),
@@ -331,4 +350,10 @@ impl Sampler {
             s.step()
         )
     }
+}
+
+/// Warns, as Python's own deprecations do, that a name is on its way out.
+fn deprecated(py: Python<'_>, msg: &std::ffi::CStr) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyDeprecationWarning>();
+    PyErr::warn(py, category.as_any(), msg, 1)
 }

@@ -82,10 +82,15 @@ def test_batches_follow_the_global_order_and_resume(source):
     assert [a.tolist() for a in resumed] == [a.tolist() for a in full[5:]]
     halves = [
         np.concatenate([np.asarray(b["x"])[:, 0] // 4 for b in
-                        zj.batches(ds, 5, shuffle=False, epochs=1, drop_last=False, process_index=p, process_count=2)])
+                        zj.batches(ds, 5, shuffle=False, epochs=1, drop_last=False, rank=p, world_size=2)])
         for p in range(2)
     ]
     assert sorted(np.concatenate(halves).tolist()) == list(range(N))
+    # The old names still work, with a DeprecationWarning.
+    with pytest.warns(DeprecationWarning, match="is now"):
+        old = [np.asarray(b["x"])[:, 0] // 4 for b in
+               zj.batches(ds, 5, shuffle=False, epochs=1, drop_last=False, process_index=1, process_count=2)]
+    assert np.concatenate(old).tolist() == halves[1].tolist()
 
 
 def test_grain_map_dataset_over_the_source(source):

@@ -375,7 +375,7 @@ def test_the_epoch_plan_matches_the_python_reference(mode):
     for n, batch, world, drop_last in [(103, 8, 1, False), (103, 8, 3, False), (103, 8, 3, True),
                                        (7, 2, 3, False), (64, 16, 2, False), (5, 9, 1, False)]:
         for rank in range(world):
-            plan = Plan(n, batch, mode=mode, seed=4, epochs=3, drop_last=drop_last, rank=rank, world=world)
+            plan = Plan(n, batch, mode=mode, seed=4, epochs=3, drop_last=drop_last, rank=rank, world_size=world)
             for step in range(plan.total_steps):
                 want = reference_indices(n, batch, mode, 4, drop_last, rank, world, step)
                 np.testing.assert_array_equal(plan.indices(step), want)
@@ -391,7 +391,7 @@ def test_a_finite_epoch_plan_ends_and_delivers_exactly_the_planned_ids(stores, w
     img, lbl, tok, images = stores
     # 64 records, 5 per rank, 3 ranks: global steps of 15, the last (4 records)
     # split 1/1/2; rank 2's worker 1 of 2 makes steps 1, 3, 5, ... from step 2 on.
-    plan = Plan(N, 5, mode="cyclic", seed=2, epochs=2, rank=2, world=3)
+    plan = Plan(N, 5, mode="cyclic", seed=2, epochs=2, rank=2, world_size=3)
     schedule = plan.schedule(2, 1, 2)
     want = [plan.indices(k).astype(np.int64).tolist() for k in plan.worker_steps(2, 1, 2)]
     assert schedule.steps == len(want) and any(len(w) == 2 for w in want)
@@ -414,6 +414,6 @@ def test_an_epoch_plan_whose_short_step_cannot_split_is_refused(stores):
     plan = Plan(N, 6, mode="sequential", epochs=1)  # 10 steps of 6, then 4
     with zring.Loader({"image": [img, img]}, plan.schedule(0, 0, 1), workers=0) as loader:
         assert [len(shards[0]["image"]) for shards in loader] == [3] * 10 + [2]
-    odd = Plan(N, 6, mode="sequential", epochs=1, rank=0, world=3)  # 3 steps of 18, 10 left: 3/3/4
+    odd = Plan(N, 6, mode="sequential", epochs=1, rank=0, world_size=3)  # 3 steps of 18, 10 left: 3/3/4
     with pytest.raises(zring.InvalidArgumentError, match="cannot be split"):
         zring.Loader({"image": [img, img]}, odd.schedule(0, 0, 1), workers=0)

@@ -78,7 +78,7 @@ def test_closing_an_unpickled_store_before_use(dense):
 
 
 def test_sampler_pickles_its_configuration_and_step():
-    s = zring.Sampler(1000, 16, "cyclic", seed=9, rank=1, world=4)
+    s = zring.Sampler(1000, 16, "cyclic", seed=9, rank=1, world_size=4)
     for _ in range(3):
         s.next()
     c = pickle.loads(pickle.dumps(s))
@@ -90,7 +90,7 @@ def test_sampler_pickles_its_configuration_and_step():
 
 
 def test_sampler_positions_are_the_sequence_batches_are_cut_from():
-    s = zring.Sampler(97, 12, "cyclic", seed=4, rank=1, world=3)
+    s = zring.Sampler(97, 12, "cyclic", seed=4, rank=1, world_size=3)
     for step in (0, 5, 40):
         np.testing.assert_array_equal(s.positions(step * 12 + 4, 4), s.batch(step))
     whole = zring.Sampler(97, 1, "cyclic", seed=4).positions(97 * 2, 97)

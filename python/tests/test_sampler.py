@@ -56,7 +56,7 @@ def test_iteration_is_endless_and_matches_next():
 
 def test_ranks_split_the_global_batch():
     full = zring.Sampler(1000, 8, Mode.IID, seed=5)
-    parts = [zring.Sampler(1000, 8, Mode.IID, seed=5, rank=r, world=4) for r in range(4)]
+    parts = [zring.Sampler(1000, 8, Mode.IID, seed=5, rank=r, world_size=4) for r in range(4)]
     assert parts[0].batch_size == 2 and parts[0].global_batch_size == 8
     for step in range(3):
         np.testing.assert_array_equal(np.concatenate([p.next() for p in parts]), full.next())
@@ -74,8 +74,8 @@ def test_next_into_a_caller_buffer():
 
 
 def test_properties_and_repr():
-    s = zring.Sampler(100, 16, Mode.CYCLIC, seed=7, rank=1, world=2)
-    assert (s.length, s.mode, s.seed, s.rank, s.world) == (100, Mode.CYCLIC, 7, 1, 2)
+    s = zring.Sampler(100, 16, Mode.CYCLIC, seed=7, rank=1, world_size=2)
+    assert (s.length, s.mode, s.seed, s.rank, s.world_size) == (100, Mode.CYCLIC, 7, 1, 2)
     assert Mode.CYCLIC == 2 and zring.Mode is Mode
     assert "cyclic" in repr(s)
 
@@ -88,11 +88,37 @@ def test_properties_and_repr():
         ((10, 4, 7), {}, ValueError),
         ((10, 4, "random"), {}, ValueError),
         ((10, 4, 1.5), {}, TypeError),
-        ((10, 4, Mode.IID), {"rank": 2, "world": 2}, ValueError),
-        ((10, 6, Mode.IID), {"world": 4}, ValueError),
+        ((10, 4, Mode.IID), {"rank": 2, "world_size": 2}, ValueError),
+        ((10, 6, Mode.IID), {"world_size": 4}, ValueError),
         ((-1, 4, Mode.IID), {}, OverflowError),
     ],
 )
 def test_bad_arguments(args, kwargs, exc):
     with pytest.raises(exc):
         zring.Sampler(*args, **kwargs)
+
+
+def test_world_is_the_deprecated_name_of_world_size():
+    with pytest.warns(DeprecationWarning, match="world_size"):
+        old = zring.Sampler(100, 16, Mode.CYCLIC, seed=7, rank=1, world=2)
+    new = zring.Sampler(100, 16, Mode.CYCLIC, seed=7, rank=1, world_size=2)
+    assert old.world == old.world_size == 2
+    assert old.next().tolist() == new.next().tolist()
+
+
+def test_seeds_default_to_zero_everywhere():
+    """One default seed across the API: the sampler, pack and the adapters."""
+    import inspect
+
+    from zring._data import Plan
+
+    assert zring.Sampler(10, 2, Mode.CYCLIC).seed == 0
+    assert Plan(10, 2).sampler.seed == 0
+    assert inspect.signature(zring.pack).parameters["seed"].default == 0
+    for module, names in [("zring.torch", ["IterableDataset", "BatchSampler"]), ("zring.jax", ["batches"])]:
+        try:
+            mod = __import__(module, fromlist=names)
+        except ImportError:  # torch or jax not installed here
+            continue
+        for name in names:
+            assert inspect.signature(getattr(mod, name)).parameters["seed"].default == 0, name

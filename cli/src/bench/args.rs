@@ -83,7 +83,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Seed of the data generator and of the index sampler.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// gather: batched random gathers; get: single-record gets; loader: the
     /// end-to-end loader.

@@ -79,13 +79,13 @@ class Plan:
     Epoch ``e`` is the positions ``[e*N, (e+1)*N)`` of zring's counter-based
     sequence (``mode``: ``"cyclic"`` is a fresh permutation per epoch,
     ``"sequential"`` is ``0..N-1`` every epoch, ``"iid"`` draws with replacement).
-    Global step ``j`` of an epoch holds its next ``batch_size * world`` positions and
+    Global step ``j`` of an epoch holds its next ``batch_size * world_size`` positions and
     rank ``r`` takes slice ``r`` of it. An epoch's last, partial global step is
     dropped (``drop_last``) or split evenly across the ranks. This rank's step ``k``
     is epoch ``k // steps_per_epoch``, step ``k % steps_per_epoch``: a pure function
     of the configuration, so any step can be recomputed anywhere.
 
-    ``rank`` and ``world`` are the global rank and world size (``RANK`` /
+    ``rank`` and ``world_size`` are the global rank and world size (``RANK`` /
     ``WORLD_SIZE`` under torchrun, ``jax.process_index()`` / ``process_count()``),
     never ``LOCAL_RANK``, which only tells a process which device of its node to use.
     """
@@ -93,17 +93,17 @@ class Plan:
     def __init__(self, n: int, batch_size: int, *,
                  mode: Sampler.Mode | ModeName = "cyclic", seed: int = 0,
                  epochs: int | None = None, drop_last: bool = False,
-                 rank: int = 0, world: int = 1) -> None:
+                 rank: int = 0, world_size: int = 1) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if world < 1 or not 0 <= rank < world:
-            raise ValueError(f"rank {rank} is not in a world of {world}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is not in a world of {world_size}")
         if epochs is not None and epochs < 0:
             raise ValueError(f"epochs must be >= 0 or None, got {epochs}")
         self.n = int(n)
         self.batch_size = int(batch_size)
-        self.rank, self.world = int(rank), int(world)
-        self.global_batch = self.batch_size * self.world
+        self.rank, self.world_size = int(rank), int(world_size)
+        self.global_batch = self.batch_size * self.world_size
         self.epochs = epochs
         self.drop_last = bool(drop_last)
         self.sampler = Sampler(self.n, 1, mode, seed=seed)
@@ -115,7 +115,7 @@ class Plan:
                 f"{self.global_batch} leaves no step"
             )
         self._plan = _EpochPlan(self.n, self.batch_size, self.sampler.mode, self.sampler.seed,
-                                epochs, self.drop_last, self.rank, self.world)
+                                epochs, self.drop_last, self.rank, self.world_size)
 
     @property
     def total_steps(self) -> int | None:

@@ -10,6 +10,7 @@ stores themselves.
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 try:
@@ -113,17 +114,29 @@ class DataSource:
 
 def batches(source: DataSource, batch_size: int, *, shuffle: bool = True, seed: int = 0,
             epochs: int | None = 1, drop_last: bool = True, start: int = 0,
-            process_index: int | None = None, process_count: int | None = None) -> Iterator[dict[str, Any]]:
+            rank: int | None = None, world_size: int | None = None,
+            process_index: int | None = None,
+            process_count: int | None = None) -> Iterator[dict[str, Any]]:
     """Batches of ``jax.Array`` from ``source`` in zring's global order: epochs of a
     fresh permutation (or in order with ``shuffle=False``), this process's slice of
-    every global batch (``process_index`` / ``process_count`` default to
-    ``jax.process_index()`` / ``jax.process_count()``), from step ``start`` (resume
-    at the number of batches already consumed)."""
-    if process_index is None:
-        process_index = jax.process_index()
-    if process_count is None:
-        process_count = jax.process_count()
+    every global batch (``rank`` / ``world_size``, spelled as everywhere in zring,
+    default to ``jax.process_index()`` / ``jax.process_count()``), from step
+    ``start`` (resume at the number of batches already consumed).
+    ``process_index`` / ``process_count`` are the deprecated old names of ``rank`` /
+    ``world_size``."""
+    if process_index is not None:
+        warnings.warn("zring.jax.batches(process_index=...) is now rank=...",
+                      DeprecationWarning, stacklevel=2)
+        rank = process_index if rank is None else rank
+    if process_count is not None:
+        warnings.warn("zring.jax.batches(process_count=...) is now world_size=...",
+                      DeprecationWarning, stacklevel=2)
+        world_size = process_count if world_size is None else world_size
+    if rank is None:
+        rank = jax.process_index()
+    if world_size is None:
+        world_size = jax.process_count()
     plan = Plan(len(source), batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
-                epochs=epochs, drop_last=drop_last, rank=process_index, world=process_count)
+                epochs=epochs, drop_last=drop_last, rank=rank, world_size=world_size)
     for step in plan.worker_steps(start, 0, 1):
         yield source.batch(plan.indices(step))
