@@ -263,3 +263,24 @@ def test_cleanup_and_zring_gc_remove_old_versions_but_not_what_readers_hold(tmp_
     assert sorted(os.listdir(path / "manifests")) == ["0000000004.json"]
     assert [int(v) for v in zring.open_dataset(path).gather(np.arange(10))["x"]] == list(range(10))
     assert v3[0]["x"] == 0
+
+
+def test_append_takes_the_datasets_schemas_not_the_new_batchs(tmp_path):
+    """Records appended are converted to the dataset's field schemas: Python floats
+    (float64 alone) go into a float32 field, plain lists into a dense field."""
+    path = tmp_path / "ds"
+    zring.write_dataset(path, {"x": np.zeros(3, np.float32), "v": np.zeros((3, 2), np.int16)})
+    ds = zring.write_dataset(path, [{"x": 1.5, "v": [7, 8]}, {"x": 2.5, "v": [9, 10]}], append=True)
+    assert len(ds) == 5
+    assert ds.dtype("x") == np.float32 and ds.dtype("v") == np.int16
+    got = ds.gather(np.arange(3, 5))
+    assert got["x"].tolist() == [1.5, 2.5]
+    assert got["v"].tolist() == [[7, 8], [9, 10]]
+    # A schema given for an append must be the dataset's.
+    with pytest.raises(ValueError, match="'x'.*not the dataset's"):
+        zring.write_dataset(path, {"x": np.ones(2)}, {"x": zring.dense("float64"), "v": zring.dense("int16", (2,))},
+                            append=True)
+    # Records that cannot take the dataset's schema are refused, and nothing is published.
+    with pytest.raises(ValueError):
+        zring.write_dataset(path, [{"x": 1.0, "v": [1, 2, 3]}], append=True)
+    assert zring.open_dataset(path).version == 2

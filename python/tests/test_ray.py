@@ -86,6 +86,13 @@ def test_inferred_schemas_and_append(tmp_path):
     np.testing.assert_array_equal(got["x"], np.tile(np.arange(40, dtype=np.float32), 2))
     with pytest.raises(FileExistsError):
         src.write_datasink(ZringDatasink(out))
+    # An append converts to the dataset's schemas: Python floats (float64 alone)
+    # into the float32 field.
+    more = ray.data.from_items([{"x": float(i), "v": [i] * 3} for i in range(6)], override_num_blocks=2)
+    more.write_datasink(ZringDatasink(out, append=True))
+    ds = zring.open_dataset(out)
+    assert (ds.version, len(ds), ds.dtype("x"), ds.dtype("v")) == (3, 86, np.float32, np.int16)
+    assert sorted(ds.gather(np.arange(80, 86))["x"].tolist()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
 def test_failed_job_leaves_nothing(tmp_path):

@@ -135,6 +135,33 @@ class FieldSpec:
         return f"FieldSpec({self.dtype}, {what}, metadata={self.metadata})"
 
 
+def dataset_specs(path: str | os.PathLike[str]) -> dict[str, FieldSpec]:
+    """The field schemas of the dataset at ``path`` (a directory or URL), in field
+    order: what records appended to it are converted to, whatever a new batch alone
+    would infer (Python floats are float64, a dataset's field may be float32)."""
+    from ._dataset import open_dataset
+
+    ds = open_dataset(path)
+    out: dict[str, FieldSpec] = {}
+    for f in ds.schema:
+        name = f["name"]
+        if f["layout"] == "dense":
+            out[name] = FieldSpec(ds.dtype(name), f["item_shape"], metadata=f["metadata"])
+        else:
+            out[name] = FieldSpec(ds.dtype(name), ragged=True, ndim=f["ndim"], metadata=f["metadata"])
+    return out
+
+
+def with_dataset_specs(given: Mapping[str, FieldSpec], existing: Mapping[str, FieldSpec]) -> dict[str, FieldSpec]:
+    """``existing`` (a dataset's schemas) for an append, after checking that no
+    schema the caller gave disagrees with it."""
+    for name, spec in given.items():
+        have = existing.get(name)
+        if have is not None and spec.native(name)[:4] != have.native(name)[:4]:
+            raise ValueError(f"field {name!r}: the schema given, {spec}, is not the dataset's, {have}")
+    return {**given, **existing}
+
+
 def dense(dtype: npt.DTypeLike, shape: Iterable[int] = ()) -> FieldSpec:
     """A fixed-shape field."""
     return FieldSpec(dtype, shape)
@@ -645,17 +672,21 @@ def write_dataset(
     workers = workers or os.cpu_count() or 1
     shard_bytes = parse_size(shard_bytes)
     src = _Source(source, fields, batch_records)
+    caller_gave = bool(src.given)
+    if append:
+        # Opened first: the dataset's schemas are the new records' (see dataset_specs).
+        builder = _DatasetBuilder(str(path), [], append=True)
+        src.given = with_dataset_specs(src.given, dataset_specs(path))
     it = iter(src)
     first = next(it, None)
     if first is None:
-        if not src.specs and not src.given:
+        if not src.specs and not caller_gave:
             raise ValueError("the source holds no records and no fields were given")
         src.specs = src.specs or src.given
     # Set by the first batch, or just above when there is none.
     specs = cast("dict[str, FieldSpec]", src.specs)
     names = list(specs)
     if append:
-        builder = _DatasetBuilder(str(path), [], append=True)
         have = [f["name"] for f in builder.fields]
         if have != names:
             raise ValueError(f"appending fields {names} to a dataset of fields {have}")

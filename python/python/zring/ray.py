@@ -33,7 +33,7 @@ except ImportError as _missing:  # pragma: no cover - depends on the environment
 
 from ._dataset import open_dataset
 from ._errors import StoreNotFoundError
-from ._write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy
+from ._write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy, dataset_specs, with_dataset_specs
 from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 from ._zring import open as open_store
 
@@ -352,6 +352,10 @@ class ZringDatasink(Datasink):  # type: ignore[misc]
             raise FileExistsError(f"{self.path} is already a zring dataset (pass append=True or overwrite=True)")
         if self.append and not current:
             raise FileNotFoundError(f"{self.path} is not a zring dataset to append to")
+        if self.append:
+            # Every write task converts its blocks to the dataset's schemas instead of
+            # inferring its own (see dataset_specs).
+            self.specs = with_dataset_specs(self.specs, dataset_specs(self.path))
         self.version = current + 1
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> dict[str, Any] | None:
