@@ -287,6 +287,8 @@ def _arrow_column(pa: Any, arr: Any, spec: FieldSpec, name: str) -> _Column:
         inner = _flat_numpy(pa, flat, spec.dtype, name)
         rest = inner.shape[1:]
         shapes = np.concatenate([lens.reshape(-1, 1), np.tile(np.array(rest, dtype=np.int64), (n, 1))], axis=1)
+        if not spec.ragged:  # lists into a dense field (an append to one): equal shapes only
+            return _dense_of_lists(inner, shapes, spec, name)
         return _Column(values=inner.reshape(-1), shapes=shapes.reshape(n, spec.ndim))
     if t.is_struct(typ):
         values = arr.field("values")
@@ -295,6 +297,18 @@ def _arrow_column(pa: Any, arr: Any, spec: FieldSpec, name: str) -> _Column:
         flat = values.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
         return _Column(values=_flat_numpy(pa, flat, spec.dtype, name).reshape(-1), shapes=shape)
     return _Column(dense=_flat_numpy(pa, arr, spec.dtype, name).reshape((n,) + spec.shape))
+
+
+def _dense_of_lists(values: npt.NDArray[Any], shapes: npt.NDArray[Any], spec: FieldSpec, name: str) -> _Column:
+    """Arrow lists as a column of the dense ``spec``: every record must have its shape."""
+    want = np.array(spec.shape, dtype=np.int64)
+    if shapes.shape[1] != len(want):
+        raise ValueError(f"field {name!r} is dense of shape {spec.shape}; its records have {shapes.shape[1]} dimension(s)")
+    wrong = np.flatnonzero((shapes != want).any(axis=1))
+    if wrong.size:
+        k = int(wrong[0])
+        raise ValueError(f"field {name!r} is dense of shape {spec.shape}; record {k} has shape {tuple(shapes[k].tolist())}")
+    return _Column(dense=values.reshape((len(shapes),) + spec.shape))
 
 
 def _arrow_numpy(pa: Any, arr: Any) -> npt.NDArray[Any]:
