@@ -6,7 +6,7 @@ Conversion (each contender in its own child process, so its peak RSS is its own)
           Parquet file (row groups of 10,000)
   images  M x 150,528-byte (147 KiB) image-like records (smooth gradients plus
           noise, ~2.5x compressible), one Parquet binary column
-  zring   zring.datasets.from_parquet(..., codec="zstd", level=3, workers=2)
+  zring   zring.converters.from_parquet(..., codec="zstd", level=3, workers=2)
   zring-raw  the same with codec="raw" (no compression, as save_to_disk)
   mds     streaming.MDSWriter(columns ndarray:int32 / bytes, compression="zstd:3"),
           rows from pyarrow iter_batches
@@ -48,11 +48,11 @@ import numpy as np
 
 CHILD = {
     "zring": """
-import sys, zring.datasets as zd
+import sys, zring.converters as zd
 zd.from_parquet(sys.argv[1], sys.argv[2], codec="zstd", level=3, workers=2, progress=False)
 """,
     "zring-raw": """
-import sys, zring.datasets as zd
+import sys, zring.converters as zd
 zd.from_parquet(sys.argv[1], sys.argv[2], codec="raw", workers=2, progress=False)
 """,
     "mds": """

@@ -22,7 +22,7 @@ import torch
 
 import zring
 import zring.torch as zt
-from zring._data import as_int_indices
+from zring._internal.frameworks import as_int_indices
 
 
 def check_batch(what, got, values, offsets, ids):

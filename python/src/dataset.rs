@@ -1,6 +1,6 @@
 //! `_Dataset`: a zring dataset (named fields x shards) read with one parallel gather,
 //! and `_DatasetBuilder`, which publishes a new manifest version from stores the
-//! Python writers made. `zring/_dataset.py` builds the friendly API on top.
+//! Python writers made. `zring/_internal/dataset.py` builds the friendly API on top.
 
 use std::path::PathBuf;
 use std::sync::Mutex;

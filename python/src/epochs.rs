@@ -1,5 +1,5 @@
 //! `_EpochPlan`: zring_sampler's `EpochPlan` (epochs of steps for one rank and one
-//! worker, finite or endless) for `zring._data.Plan` and as a `_Loader` schedule.
+//! worker, finite or endless) for `zring._internal.frameworks.Plan` and as a `_Loader` schedule.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -11,7 +11,7 @@ use zring_sampler::EpochPlan as RustPlan;
 use crate::errors;
 use crate::sampler::{parse_mode, PyMode};
 
-/// The epoch plan behind `zring._data.Plan` (private; see that class).
+/// The epoch plan behind `zring._internal.frameworks.Plan` (private; see that class).
 ///
 /// `_EpochPlan(length, batch, mode, seed=0, epochs=None, drop_last=False, rank=0,
 /// world=1, offset=0, stride=1)`: epoch `e` is positions `[e*length,

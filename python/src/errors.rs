@@ -1,6 +1,6 @@
 //! Engine and sampler errors as Python exceptions.
 //!
-//! The exception classes live in `zring/_errors.py` (several of them have two bases,
+//! The exception classes live in `zring/_internal/errors.py` (several of them have two bases,
 //! e.g. `CorruptStoreError(ZringError, ValueError)`, which `create_exception!` cannot
 //! express); this module looks them up once and raises them with the engine's message.
 
@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyType;
 use zring_engine::{Error, ManifestProblem};
 
-/// One exception class of `zring._errors`, looked up each time an error is raised.
+/// One exception class of `zring._internal.errors`, looked up each time an error is raised.
 /// Not cached in a once cell: a child forked while another thread was filling one
 /// (an import can release the GIL midway) would wait forever for a filler it does
 /// not have, and errors are not a hot path.
@@ -27,7 +27,7 @@ impl Exc {
     /// The class object.
     pub fn get<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyType>> {
         Ok(py
-            .import("zring._errors")?
+            .import("zring._internal.errors")?
             .getattr(self.name)?
             .cast_into::<PyType>()?)
     }
@@ -38,7 +38,9 @@ impl Exc {
         match self.get(py) {
             Ok(ty) => PyErr::from_type(ty, msg),
             // Only if the pure-Python half of the package is missing.
-            Err(e) => PyRuntimeError::new_err(format!("{msg} (and zring._errors failed: {e})")),
+            Err(e) => {
+                PyRuntimeError::new_err(format!("{msg} (and zring._internal.errors failed: {e})"))
+            }
         }
     }
 }

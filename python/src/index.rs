@@ -159,7 +159,7 @@ fn from_array(a: &Bound<'_, PyUntypedArray>, len: u64) -> PyResult<Selection> {
                 // Its buffer is not resized or freed meanwhile: that takes the GIL,
                 // which this thread holds for the whole loop, and the loop runs no
                 // Python code while it reads (only building an out-of-range error may
-                // import zring._errors, and that error ends the loop). A NumPy
+                // import zring._internal.errors, and that error ends the loop). A NumPy
                 // operation that released the GIL in another thread could still write
                 // elements; that yields other indices, each still bounds-checked here.
                 let raw = unsafe { std::ptr::read_unaligned(ptr.cast::<u64>().add(k)) };

@@ -284,7 +284,7 @@ fn resolved_descr(py: Python<'_>, stored: &StoreSchema) -> PyOnceLock<Py<PyArray
 /// another thread fills the cell would leave the child waiting on it).
 pub(crate) fn batch_class(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS.import(py, "zring._ragged", "RaggedBatch")
+    CLASS.import(py, "zring._internal.ragged", "RaggedBatch")
 }
 
 /// A store rebuilt from what `__reduce__` pickled (see `open::unpickle_store`): the

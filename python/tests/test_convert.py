@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import zring
-from zring import datasets as zd
+from zring import converters as zd
 
 
 def zring_command():
@@ -84,7 +84,7 @@ def test_converting_parquet_does_not_import_pandas(tmp_path):
     t = t.append_column("f16", pa.array(np.arange(300, dtype=np.float16)))
     pq.write_table(t, tmp_path / "t.parquet", row_group_size=70)
     code = (
-        "import sys, zring.datasets as zd\n"
+        "import sys, zring.converters as zd\n"
         f"zd.from_parquet({str(tmp_path / 't.parquet')!r}, {str(tmp_path / 'out')!r}, shard_records=128)\n"
         "print('pandas' in sys.modules)\n"
     )
@@ -281,7 +281,7 @@ def test_webdataset_shards_with_labels_from_the_tar(tmp_path):
 # holds the test data would report the parent's peak.
 RSS_CHILD = """
 import sys
-import zring.datasets as zd
+import zring.converters as zd
 fmt, src, dst = sys.argv[1:4]
 conv = {"parquet": zd.from_parquet, "arrow": zd.from_arrow, "hf": zd.from_hf, "webdataset": zd.from_webdataset,
         "npz": zd.from_npz}[fmt]
@@ -327,6 +327,7 @@ def write_rss_input(fmt, path, n):
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["parquet", "arrow", "hf", "webdataset", "npz"])
 def test_peak_rss_does_not_grow_with_the_input(tmp_path, fmt):
     """Peak RSS (from the OS, of a child process) of converting 1x and 4x the records:

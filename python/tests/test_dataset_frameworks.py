@@ -48,7 +48,7 @@ def check_torch_batch(batch, ds, zt):
 
 
 def test_open_fields_takes_a_dataset_or_some_of_its_fields(ds, tmp_path):
-    from zring._data import open_fields
+    from zring._internal.frameworks import open_fields
 
     every = open_fields(ds)
     assert list(every) == ds.fields and all(len(v) == N for v in every.values())

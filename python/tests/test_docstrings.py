@@ -14,7 +14,7 @@ import types
 import pytest
 
 import zring
-import zring.datasets
+import zring.converters
 import zring.loaderx
 import zring.loaderx.dtypes
 import zring.loaderx.sampler
@@ -30,7 +30,7 @@ FRAMEWORKS = {"zring.torch": "torch", "zring.jax": "jax", "zring.ray": "ray.data
 
 
 def _modules():
-    yield from (zring, zring.loaderx, zring.datasets, zring.types)
+    yield from (zring, zring.loaderx, zring.converters, zring.types)
     yield from (zring.loaderx.zrecord, zring.loaderx.sampler, zring.loaderx.dtypes)
     for name in OPTIONAL_MODULES:
         try:

@@ -353,7 +353,7 @@ def test_closed_store_cannot_join_a_loader(stores):
 
 
 def reference_indices(n, batch, mode, seed, drop_last, rank, world, step):
-    """The epoch plan as zring._data.Plan computed it in Python before it ran on
+    """The epoch plan as zring._internal.frameworks.Plan computed it in Python before it ran on
     the Rust plan: the reference its ids must keep matching."""
     g = batch * world
     full, rest = divmod(n, g)
@@ -370,7 +370,7 @@ def reference_indices(n, batch, mode, seed, drop_last, rank, world, step):
 
 @pytest.mark.parametrize("mode", ["cyclic", "sequential", "iid"])
 def test_the_epoch_plan_matches_the_python_reference(mode):
-    from zring._data import Plan
+    from zring._internal.frameworks import Plan
 
     for n, batch, world, drop_last in [(103, 8, 1, False), (103, 8, 3, False), (103, 8, 3, True),
                                        (7, 2, 3, False), (64, 16, 2, False), (5, 9, 1, False)]:
@@ -386,7 +386,7 @@ def test_the_epoch_plan_matches_the_python_reference(mode):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_finite_epoch_plan_ends_and_delivers_exactly_the_planned_ids(stores, workers):
-    from zring._data import Plan
+    from zring._internal.frameworks import Plan
 
     img, lbl, tok, images = stores
     # 64 records, 5 per rank, 3 ranks: global steps of 15, the last (4 records)
@@ -408,7 +408,7 @@ def test_a_finite_epoch_plan_ends_and_delivers_exactly_the_planned_ids(stores, w
 
 
 def test_an_epoch_plan_whose_short_step_cannot_split_is_refused(stores):
-    from zring._data import Plan
+    from zring._internal.frameworks import Plan
 
     img, _, _, _ = stores
     plan = Plan(N, 6, mode="sequential", epochs=1)  # 10 steps of 6, then 4

@@ -72,3 +72,25 @@ def test_star_import_keeps_the_builtin_open(tmp_path):
         w.append(np.arange(5, dtype=np.int64))
     store = zring.open(path)
     assert isinstance(store, zring.DenseStore) and int(store[3]) == 3
+
+
+def test_the_layout_keeps_the_names_users_import():
+    """Internals live in zring._internal; the public modules keep their names, and
+    zring.datasets (the converters' former name) re-exports every converter."""
+    import zring.converters
+    import zring.datasets
+
+    for name in zring.converters.__all__:
+        assert getattr(zring.datasets, name) is getattr(zring.converters, name), name
+
+    assert zring.Dataset.__module__.startswith("zring")
+    for name in ("torch", "jax", "ray", "loaderx", "types", "converters"):
+        assert f"zring.{name}" in _public_modules()
+
+
+def _public_modules():
+    import pkgutil
+
+    import zring
+
+    return {f"zring.{m.name}" for m in pkgutil.iter_modules(zring.__path__) if not m.name.startswith("_")}

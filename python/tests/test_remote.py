@@ -95,7 +95,7 @@ def test_dataset_over_a_url(s3: S3, tmp_path: Path) -> None:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys, zring._cli as c; sys.argv = ['zring', *sys.argv[1:]]; c.main()"
+    code = "import sys, zring._internal.cli as c; sys.argv = ['zring', *sys.argv[1:]]; c.main()"
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
     )

@@ -110,7 +110,7 @@ def test_seeds_default_to_zero_everywhere():
     """One default seed across the API: the sampler, pack and the adapters."""
     import inspect
 
-    from zring._data import Plan
+    from zring._internal.frameworks import Plan
 
     assert zring.Sampler(10, 2, Mode.CYCLIC).seed == 0
     assert Plan(10, 2).sampler.seed == 0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import zring
-import zring.datasets as zd
+import zring.converters as zd
 
 
 def _snapshot(root):

@@ -22,7 +22,7 @@ batches with the prefetching loader::
 """
 
 from . import types
-from ._errors import (
+from ._internal.errors import (
     ClosedError,
     CodecError,
     CorruptStoreError,
@@ -39,7 +39,7 @@ from ._errors import (
     ZringIndexError,
     ZringOSError,
 )
-from ._ragged import RaggedBatch
+from ._internal.ragged import RaggedBatch
 from ._zring import (
     DenseStore,
     DenseWriter,
@@ -52,12 +52,12 @@ from ._zring import (
     trim_buffers,
 )
 from ._zring import _Store as Store
-from ._loader import Loader
-from ._dataset import Dataset, open_dataset
-from ._write import FieldSpec, dense, ragged, write_dataset
-from .datasets import convert, convert_cli
-from ._sampler_loader import SamplerLoader
-from ._pack import Packed, pack
+from ._internal.loader import Loader
+from ._internal.dataset import Dataset, open_dataset
+from ._internal.write import FieldSpec, dense, ragged, write_dataset
+from .converters import convert, convert_cli
+from ._internal.sampler_loader import SamplerLoader
+from ._internal.pack import Packed, pack
 
 from ._zring import Mode
 

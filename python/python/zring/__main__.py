@@ -1,9 +1,9 @@
 """``python -m zring convert FORMAT SRC... DST``: the converters' command line (see
-:mod:`zring.datasets`)."""
+:mod:`zring.converters`)."""
 
 import sys
 
-from .datasets import convert_cli
+from .converters import convert_cli
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 
-from ._ragged import RaggedBatch
+from ._internal.ragged import RaggedBatch
 from .types import (
     ArrayInput,
     BackendName,
@@ -248,8 +248,6 @@ class Sampler:
         seed: int = 0,
         rank: int = 0,
         world_size: int = 1,
-        *,
-        world: int | None = None,
     ) -> Self: ...
     def next(
         self, out: npt.NDArray[np.uint64] | None = None

@@ -21,11 +21,11 @@ except ImportError as _missing:  # pragma: no cover - exercised only without jax
 
 import numpy as np
 
-from ._data import Plan, as_int_indices, open_fields
-from ._ragged import RaggedBatch
+from ._internal.frameworks import Plan, as_int_indices, open_fields
+from ._internal.ragged import RaggedBatch
 
 if TYPE_CHECKING:
-    from ._dataset import Dataset as ZringDataset
+    from ._internal.dataset import Dataset as ZringDataset
 
 __all__ = ["DataSource", "to_jax", "batches"]
 

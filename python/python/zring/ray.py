@@ -31,14 +31,14 @@ try:
 except ImportError as _missing:  # pragma: no cover - depends on the environment
     raise ImportError("zring.ray needs Ray Data: pip install 'ray[data]'") from _missing
 
-from ._dataset import open_dataset
-from ._errors import StoreNotFoundError
-from ._write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy, dataset_specs, with_dataset_specs
+from ._internal.dataset import open_dataset
+from ._internal.errors import StoreNotFoundError
+from ._internal.write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy, dataset_specs, with_dataset_specs
 from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 from ._zring import open as open_store
 
 if TYPE_CHECKING:
-    from ._write import FieldSpecLike, _Column
+    from ._internal.write import FieldSpecLike, _Column
     from .types import CodecName
 
 #: A dataset directory or store file, or a list of them.

@@ -46,13 +46,13 @@ except ImportError as _missing:  # pragma: no cover - exercised only without tor
 
 import numpy as np
 
-from ._data import Plan, as_int_indices, open_fields, rank_and_world
-from ._loader import Loader
-from ._ragged import RaggedBatch
+from ._internal.frameworks import Plan, as_int_indices, open_fields, rank_and_world
+from ._internal.loader import Loader
+from ._internal.ragged import RaggedBatch
 from ._zring import _share_threads
 
 if TYPE_CHECKING:
-    from ._dataset import Dataset as ZringDataset
+    from ._internal.dataset import Dataset as ZringDataset
     from .types import ModeName, RaggedMode
 
 __all__ = [

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._ragged import RaggedBatch
+from ._internal.ragged import RaggedBatch
 
 if TYPE_CHECKING:
     from typing_extensions import TypeAlias

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._ragged import RaggedBatch as _ZringRaggedBatch
+from .._internal.ragged import RaggedBatch as _ZringRaggedBatch
 
 if TYPE_CHECKING:
     from typing_extensions import Self

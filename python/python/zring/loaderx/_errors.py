@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from .. import _errors as z
+from .._internal import errors as z
 
 __all__ = ["ZrecordError", "ERRORS"]
 

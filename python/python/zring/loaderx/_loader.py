@@ -8,8 +8,8 @@ from typing import Any, NoReturn
 import numpy as np
 import numpy.typing as npt
 
-from .._loader import _live
-from .._sampler_loader import IndexSampler, SamplerLoader
+from .._internal.loader import _live
+from .._internal.sampler_loader import IndexSampler, SamplerLoader
 from .zrecord import Store, Writer, _strict_int
 
 __all__ = ["Loader"]

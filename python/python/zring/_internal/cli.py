@@ -11,11 +11,11 @@ def main() -> None:
         # The converters read the source formats with Python libraries (pyarrow,
         # datasets, h5py, Pillow), so the Rust CLI's `convert` only names this
         # command; here, where Python is running anyway, it is run directly.
-        from .datasets import convert_cli
+        from ..converters import convert_cli
 
         sys.exit(convert_cli(args[1:]))
 
-    from ._zring import cli_main
+    from .._zring import cli_main
 
     # Behave like the native binary: Ctrl-C stops the command at once (the Rust code
     # never returns to Python to see a KeyboardInterrupt) and `zring info | head`

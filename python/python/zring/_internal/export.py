@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from ._dataset import Dataset
-    from ._ragged import RaggedBatch
-    from .types import StrPath
+    from .dataset import Dataset
+    from .ragged import RaggedBatch
+    from ..types import StrPath
 
 
 def _selection(ds: Dataset, idx: Any) -> npt.NDArray[np.int64]:

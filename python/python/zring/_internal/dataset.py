@@ -8,9 +8,9 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from ._ragged import RaggedBatch
-from ._zring import _Dataset
-from .types import BackendName, RecordIndex, RecordIndices, StrPath
+from .ragged import RaggedBatch
+from .._zring import _Dataset
+from ..types import BackendName, RecordIndex, RecordIndices, StrPath
 
 
 def _decode_one(value: Any, meta: dict[str, str]) -> Any:
@@ -109,7 +109,7 @@ class Dataset(_Dataset):
         self, idx: RecordIndices | None = None, fields: str | list[str] | None = None, *, batch_records: int = 4096
     ) -> Any:
         """The records ``idx`` (default: all) as a ``pyarrow.Table``."""
-        from ._export import to_arrow
+        from .export import to_arrow
 
         return to_arrow(self, idx, fields, batch_records=batch_records)
 
@@ -123,7 +123,7 @@ class Dataset(_Dataset):
         **kwargs: Any,
     ) -> str:
         """Writes the records ``idx`` (default: all) to a Parquet file, streaming."""
-        from ._export import to_parquet
+        from .export import to_parquet
 
         return to_parquet(self, path, idx, fields, batch_records=batch_records, **kwargs)
 
@@ -144,7 +144,7 @@ class Dataset(_Dataset):
         ``{"current", "kept_versions", "manifests", "stores", "temps", "bytes"}``
         with the removed paths (with ``dry_run``, what would be removed).
         """
-        from ._zring import _collect_garbage
+        from .._zring import _collect_garbage
 
         return _collect_garbage(self.path, keep, dry_run)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import ClosedError
+from .errors import ClosedError
 
 if TYPE_CHECKING:
     from typing_extensions import Self, TypeAlias
@@ -59,7 +59,7 @@ def _gatherer(view: Any) -> Callable[[npt.NDArray[np.integer[Any]]], Any]:
 
 
 def _views(name: str, views: Any) -> list[Any]:
-    from ._zring import _Store
+    from .._zring import _Store
 
     if isinstance(views, _Store):
         return [views]

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import numpy as np
 
-from ._dataset import FieldView
-from ._zring import Sampler, _Dataset, _EpochPlan
-from ._zring import _Store as Store
-from ._zring import open as _open
+from .dataset import FieldView
+from .._zring import Sampler, _Dataset, _EpochPlan
+from .._zring import _Store as Store
+from .._zring import open as _open
 
 if TYPE_CHECKING:
-    from .types import ModeName
+    from ..types import ModeName
 
 
 class DatasetFieldView(FieldView):

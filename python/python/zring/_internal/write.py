@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Se
 import numpy as np
 import numpy.typing as npt
 
-from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder, parse_size
+from .._zring import DenseWriter, RaggedWriter, _DatasetBuilder, parse_size
 
 if TYPE_CHECKING:
-    from ._dataset import Dataset
-    from .types import CodecName
+    from .dataset import Dataset
+    from ..types import CodecName
 
 #: What a field's schema may be given as (see :meth:`FieldSpec.parse`).
 FieldSpecLike = Union["FieldSpec", str, Mapping[str, Any]]
@@ -139,7 +139,7 @@ def dataset_specs(path: str | os.PathLike[str]) -> dict[str, FieldSpec]:
     """The field schemas of the dataset at ``path`` (a directory or URL), in field
     order: what records appended to it are converted to, whatever a new batch alone
     would infer (Python floats are float64, a dataset's field may be float32)."""
-    from ._dataset import open_dataset
+    from .dataset import open_dataset
 
     ds = open_dataset(path)
     out: dict[str, FieldSpec] = {}
@@ -681,7 +681,7 @@ def write_dataset(
     >>> len(zring.write_dataset(path, {"x": np.zeros((2, 2), np.float32), "tokens": [[7], [8, 9]]}, append=True))
     5
     """
-    from ._dataset import open_dataset
+    from .dataset import open_dataset
 
     workers = workers or os.cpu_count() or 1
     shard_bytes = parse_size(shard_bytes)

@@ -8,14 +8,14 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from ._sampler_loader import IndexSampler, SamplerLoader
-from ._zring import Sampler, _Dataset, _EpochPlan, _Loader
+from .sampler_loader import IndexSampler, SamplerLoader
+from .._zring import Sampler, _Dataset, _EpochPlan, _Loader
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-    from ._zring import _DatasetField, _Store
-    from .types import Shard
+    from .._zring import _DatasetField, _Store
+    from ..types import Shard
 
     #: A loader's streams: ``{name: [store, ...]}`` (a lone store for one view) or a dataset.
     _Streams = Mapping[str, _Store | _DatasetField | Sequence[_Store | _DatasetField]] | _Dataset
@@ -122,7 +122,7 @@ class Loader(_Loader, Generic[_T]):
             if native:
                 streams = {name: streams.field(name) for name in streams.fields}
             else:
-                from ._dataset import FieldView
+                from .dataset import FieldView
 
                 streams = {name: [FieldView(streams, name)] for name in streams.fields}
         if not native:

@@ -6,8 +6,8 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, Optional, Union
 
-from ._errors import InvalidArgumentError
-from ._zring import _PackedLoader
+from .errors import InvalidArgumentError
+from .._zring import _PackedLoader
 
 PathLike = Union[str, "os.PathLike[str]"]
 
