@@ -16,6 +16,7 @@ ROOT = Path(os.environ.get("ZRING_SOURCE_ROOT") or Path(__file__).resolve().pare
 MARK = re.compile(r"^<!-- run(?:: save (?P<save>\S+))? -->\n```(?P<lang>\w+)[^\n]*\n(?P<body>.*?)^```", re.M | re.S)
 PAGES = {
     "README.md": [],
+    "python/README.md": [],
     "docs/python.md": [],
     "docs/torch.md": ["torch"],
     "docs/jax.md": ["jax"],
@@ -29,7 +30,11 @@ def blocks(page):
     return [(m["save"], m["lang"], m["body"]) for m in MARK.finditer((ROOT / page).read_text())]
 
 
-@pytest.mark.parametrize("page", sorted(PAGES))
+# The torch guide starts DataLoader worker processes under every start method (~40 s).
+SLOW_PAGES = {"docs/torch.md"}
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.slow) if p in SLOW_PAGES else p for p in sorted(PAGES)])
 def test_examples_run_in_order(page, tmp_path):
     for module in PAGES[page]:
         pytest.importorskip(module)

@@ -85,3 +85,24 @@ def test_pickles_carry_the_engines_settings(store_path, tmp_path):
     assert json.loads(again._settings) == json.loads(ds._settings)
     assert json.loads(ds._settings)["remote"]["in_flight"] == 5
     assert again.version == ds.version and again.gather([4])["x"].tolist() == [4]
+
+
+def test_sizes_take_units(tmp_path):
+    """Size arguments take an int of bytes or text with binary units, by the
+    engine's one rule (the CLI's flags and the environment read sizes the same)."""
+    from zring._zring import parse_size
+
+    assert parse_size("4k") == parse_size("4KiB") == parse_size("4KB") == parse_size(4096) == 4096
+    assert parse_size(" 1.5M ") == 3 << 19
+    with pytest.raises(zring.InvalidArgumentError, match="is not a size"):
+        parse_size("lots")
+    with pytest.raises(zring.InvalidArgumentError, match="at least 0"):
+        parse_size(-1)
+    with pytest.raises(TypeError, match="a size is an int"):
+        parse_size(1.5)
+    ds = zring.write_dataset(tmp_path / "ds", {"x": np.zeros((64, 256), np.uint8)}, shard_bytes="4k", codec="raw",
+                             batch_records=8)
+    assert ds.shards == 4  # 16 records of 256 bytes fill 4 KiB
+    sampler = zring.Sampler(len(ds), 8, "cyclic")
+    with zring.Loader(ds, sampler, lookahead_bytes="64M") as loader:
+        assert loader.options["lookahead_bytes"] == 64 << 20
