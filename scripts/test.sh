@@ -87,7 +87,12 @@ print_timings() {
     printf '  - %s\n' "${SKIPPED[@]}"
   fi
 }
-trap print_timings EXIT
+# A run that stops early also stops the background preparation (prepare_venvs).
+stop_prepare() {
+  local pid
+  for pid in ${PREPARE_PID:-} ${MATRIX_PID:-}; do kill "$pid" 2>/dev/null || true; done
+}
+trap 'stop_prepare; print_timings' EXIT
 
 apt_install() {
   if [ "$(id -u)" = 0 ]; then
@@ -112,6 +117,42 @@ if [ -n "${CI:-}" ]; then
 fi
 # Free disk at the start (and the end, with the timings).
 disk_free
+
+# The Python virtual environments (the test one, ~4 GB of wheels, and the wheel
+# build tools') are downloads and unpacking, not compiling: they are made in the
+# background while the Rust steps below keep the cores busy, and the first Python
+# step waits for them. Kept between runs; rebuilt when requirements-test.txt changes
+# or ZRING_FRESH_VENV=1.
+VENV=${ZRING_TEST_VENV:-$HOME/.cache/zring/test-venv}
+BUILD_VENV=${ZRING_BUILD_VENV:-$HOME/.cache/zring/build-venv}
+export ZRING_BUILD_VENV=$BUILD_VENV
+prepare_venvs() {
+  local stamp
+  stamp="$(python3 --version 2>&1) $(sha256sum python/requirements-test.txt | cut -d' ' -f1)"
+  if [ "${ZRING_FRESH_VENV:-0}" = 1 ] || [ "$(cat "$VENV/.zring-stamp" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$VENV"
+    python3 -m venv "$VENV"
+    # uv (from PyPI) installs the ~4 GB of torch wheels in ~1.5 min where pip took ~9.
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip uv
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "maturin>=1.5,<2" -r python/requirements-test.txt
+    echo "$stamp" >"$VENV/.zring-stamp"
+  fi
+  if [ "$QUICK" = 0 ] && { [ ! -x "$BUILD_VENV/bin/maturin" ] || [ ! -x "$BUILD_VENV/bin/auditwheel" ] ||
+    [ ! -x "$BUILD_VENV/bin/python-zig" ]; }; then
+    python3 -m venv "$BUILD_VENV"
+    "$BUILD_VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$BUILD_VENV/bin/python" -m pip install --quiet "maturin>=1.5,<2" ziglang auditwheel
+  fi
+  echo "    virtual environments ready: $VENV${BUILD_VENV:+, $BUILD_VENV}"
+}
+# Debian splits venv out of python3; installed first, in the foreground, so that no
+# two apt-get runs ever overlap.
+if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  apt_install python3-venv
+fi
+PREPARE_LOG=$(mktemp)
+prepare_venvs >"$PREPARE_LOG" 2>&1 &
+PREPARE_PID=$!
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -187,19 +228,20 @@ if full_step "loom: model checks of the pool (claiming, completion), the async o
 fi
 
 step "python: virtual environment with the test dependencies (python/requirements-test.txt)"
-VENV=${ZRING_TEST_VENV:-$HOME/.cache/zring/test-venv}
-STAMP="$(python3 --version 2>&1) $(sha256sum python/requirements-test.txt | cut -d' ' -f1)"
-if [ "${ZRING_FRESH_VENV:-0}" = 1 ] || [ "$(cat "$VENV/.zring-stamp" 2>/dev/null)" != "$STAMP" ]; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" 2>/dev/null; then
-    rm -rf "$VENV"
-    apt_install python3-venv
-    python3 -m venv "$VENV"
-  fi
-  # uv (from PyPI) installs the ~4 GB of torch wheels in ~1.5 min where pip took ~9.
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip uv
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "maturin>=1.5,<2" -r python/requirements-test.txt
-  echo "$STAMP" >"$VENV/.zring-stamp"
+# Made in the background since the start (see prepare_venvs); this waits for it.
+if ! wait "$PREPARE_PID"; then
+  cat "$PREPARE_LOG" >&2
+  echo "making the Python virtual environments failed (log above)" >&2
+  exit 1
+fi
+PREPARE_PID=
+cat "$PREPARE_LOG"
+MAIN_PYTHON=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ "$QUICK" = 0 ]; then
+  # The other interpreters' environments (downloads) are made meanwhile, too.
+  MATRIX_LOG=$(mktemp)
+  ZRING_MAIN_PYTHON=$MAIN_PYTHON bash scripts/test_pythons.sh --prepare >"$MATRIX_LOG" 2>&1 &
+  MATRIX_PID=$!
 fi
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(maturin|numpy|ml.dtypes|torch|jax|jaxlib|pytest) '
 
@@ -238,9 +280,17 @@ WORK=$(mktemp -d)
 (
   cd "$WORK"
   export PATH="$VENV/bin:$PATH" ZRING_TEST_INSTALLED=1 ZRING_SOURCE_ROOT="$ROOT"
-  # -rs: every skipped test is listed with its reason.
-  python -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests"
+  # -rs: every skipped test is listed with its reason. --quick leaves out the tests
+  # marked slow (python/tests/conftest.py says which and why).
+  if [ "$QUICK" = 1 ]; then
+    python -m pytest -q -rs -p no:cacheprovider -m "not slow" "$ROOT/python/tests"
+  else
+    python -m pytest -q -rs -p no:cacheprovider "$ROOT/python/tests"
+  fi
 )
+if [ "$QUICK" = 1 ]; then
+  SKIPPED+=("pytest's tests marked slow (Ray clusters, peak-RSS conversions, the torch guide's examples)"$'\n'"      skipped: about 3 of the suite's 6.5 min; each runs in seconds alone (pytest -m slow)")
+fi
 rm -rf "$WORK"
 
 if full_step "python benches once in check mode (tiny data, every output checked, nothing timed)" \
@@ -278,7 +328,12 @@ fi
 
 if full_step "python: one abi3 wheel on CPython 3.10-3.13 with NumPy 2.x and 1.26" \
   "a virtual environment per interpreter and NumPy; --quick tests one interpreter"; then
-  ZRING_MAIN_PYTHON=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
-    bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
+  if ! wait "$MATRIX_PID"; then
+    cat "$MATRIX_LOG" >&2
+    echo "making the interpreters' environments failed (log above)" >&2
+    exit 1
+  fi
+  MATRIX_PID=
+  ZRING_MAIN_PYTHON=$MAIN_PYTHON bash scripts/test_pythons.sh ${WHEEL:+"$WHEEL"}
 fi
 # --- end of Python types, docs and supported interpreters --------------------------

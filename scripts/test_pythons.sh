@@ -4,6 +4,8 @@
 # and NumPy 1.26 on the oldest interpreter (its C API does not vary by interpreter).
 #
 # Usage: scripts/test_pythons.sh [WHEEL]   (default: build it once with maturin)
+#        scripts/test_pythons.sh --prepare  (only make the environments: downloads,
+#                                           which scripts/test.sh starts early)
 #
 # Interpreters come from pyenv (~/.pyenv/versions/3.X.*) or PATH (python3.X). A
 # missing one is skipped with a loud warning on a developer machine and is an error
@@ -30,15 +32,20 @@ NUMPY1_VERSIONS=(3.10)
 # version with NumPy 2 and every optional package, so it is not run again.
 MAIN=${ZRING_MAIN_PYTHON:-}
 
+PREPARE=0
 wheel=${1:-}
-if [ -z "$wheel" ]; then
+if [ "$wheel" = --prepare ]; then
+  PREPARE=1
+elif [ -z "$wheel" ]; then
   python3 -m pip install --quiet "maturin>=1.5,<2"
   rm -rf target/wheels-abi3
   (cd python && python3 -m maturin build --release --out ../target/wheels-abi3)
   wheel=$(ls target/wheels-abi3/zring-*-abi3-*.whl)
 fi
-wheel=$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")
-echo "wheel: $wheel"
+if [ "$PREPARE" = 0 ]; then
+  wheel=$(cd "$(dirname "$wheel")" && pwd)/$(basename "$wheel")
+  echo "wheel: $wheel"
+fi
 
 find_python() {
   local v=$1 p
@@ -67,6 +74,7 @@ run_combo() {
   [ "$numpy" = 1 ] && spec="numpy==1.26.*"
   "$env/bin/python" -m pip install --quiet --upgrade pip >/dev/null
   "$env/bin/python" -m pip install --quiet "$spec" "ml_dtypes>=0.5" pytest typing_extensions zstandard xxhash
+  [ "$PREPARE" = 1 ] && return
   "$env/bin/python" -m pip install --quiet --force-reinstall --no-deps "$wheel"
   "$env/bin/python" -c 'import sys, numpy, zring; print("   python", sys.version.split()[0], "numpy", numpy.__version__, "zring", zring.__version__)'
   # From outside the checkout, so that `import zring` is the installed wheel.

@@ -62,6 +62,11 @@ pytest.importorskip = _importorskip_unless_required
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
+    # `slow`: the few tests that take most of the suite's time (a Ray cluster each,
+    # peak-RSS conversions of growing inputs, the torch guide's examples with worker
+    # processes). `scripts/test.sh --quick` leaves them out; the full run and CI run
+    # everything.
+    config.addinivalue_line("markers", "slow: several seconds or more; left out by scripts/test.sh --quick")
     # Every skip's reason in the summary (as -rs), so that what did not run is seen.
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and not set("saA") & set(reporter.reportchars):

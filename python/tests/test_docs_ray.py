@@ -3,7 +3,10 @@
 import re
 from pathlib import Path
 
+import pytest
 import ray
+
+pytestmark = pytest.mark.slow  # a Ray cluster (scripts/test.sh --quick leaves it out)
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ray.md"
 

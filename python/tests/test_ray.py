@@ -11,6 +11,8 @@ import ray
 import zring
 from zring.ray import ZringDatasink, ZringDatasource, read_zring
 
+pytestmark = pytest.mark.slow  # a Ray cluster (scripts/test.sh --quick leaves these out)
+
 N = 300
 
 

@@ -20,6 +20,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from zring.ray import ZringDatasink, read_zring  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a Ray cluster (scripts/test.sh --quick leaves these out)
+
 N = 200
 
 
