@@ -532,6 +532,38 @@ def test_refused_and_missing_destinations_say_so(s3: S3) -> None:
             w.append(np.zeros((4, 16), dtype=np.uint8))
 
 
+def test_expired_and_missing_credentials_are_errors_naming_the_url(s3: S3, tmp_path: Path) -> None:
+    """Credentials the server refuses as expired (400 ExpiredToken, as S3 answers a
+    stale session token) end in an error naming the URL and the server's code, asked
+    once; with no credentials anywhere, the open fails naming the URL in bounded
+    time instead of waiting on a credential source that is not there."""
+    path, _ = dense_file(tmp_path, n=10)
+    url = s3.put_file("creds/a.zr", path)
+    s3.proxy.fail_with, s3.proxy.fail_next = (400, "ExpiredToken"), 1000
+    s3.proxy.clear()
+    try:
+        with pytest.raises(zring.ZringError, match=r"creds/a\.zr.*ExpiredToken"):
+            zring.open(url, remote={"no_cache": True, **FAST})
+        assert len(s3.proxy.gets()) == 1, "a refused token is not retried"
+    finally:
+        s3.proxy.fail_next = 0
+        s3.proxy.fail_with = (500, "InternalError")
+    # No credentials: a process whose environment names the server and nothing else.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({k: os.environ[k] for k in ("AWS_ENDPOINT_URL", "AWS_REGION", "AWS_ALLOW_HTTP")})
+    code = (
+        "import zring\n"
+        "try:\n"
+        f"    zring.open({url!r}, remote={{'no_cache': True}})\n"
+        "except zring.ZringError as e:\n"
+        "    print('ERROR', e)\n"
+    )
+    start = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and r.stdout.startswith("ERROR") and "creds/a.zr" in r.stdout, (r.stdout, r.stderr)
+    assert time.monotonic() - start < 90
+
+
 def test_write_dataset_publishes_at_a_url(s3: S3, tmp_path: Path) -> None:
     n = 300
     cols = {"x": np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3), "t": [np.arange(i % 9) for i in range(n)]}
