@@ -43,6 +43,52 @@ def test_zring_command_runs_the_rust_cli(tmp_path):
     assert r.returncode == 0 and '"dense"' in r.stdout
 
 
+def _stderr_through(cmd, tty, cwd):
+    """The command's stderr, written to a pseudo-terminal (``tty``) or a pipe."""
+    if not tty:
+        r = subprocess.run(cmd, cwd=cwd, capture_output=True)
+        assert r.returncode == 0, r.stderr
+        return r.stderr.decode(errors="replace")
+    import fcntl
+    import struct
+    import termios
+
+    main, side = os.openpty()
+    # An 80-column terminal: a new pty has 0 columns, in which tqdm draws nothing.
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=side)
+    os.close(side)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert r.returncode == 0, out
+    return out.decode(errors="replace")
+
+
+def test_long_commands_show_progress_on_a_terminal_and_stay_quiet_otherwise(tmp_path):
+    """`zring pack`, `zring verify` and `python -m zring convert` draw a progress bar
+    on a terminal; with stderr piped (CI logs, scripts) they print nothing there."""
+    pytest.importorskip("tqdm")
+    exe = zring_command()
+    np.save(tmp_path / "a.npy", np.zeros((4000, 1024), np.uint8))
+    commands = [
+        ("pack", [exe, "pack", "a.zr", "--npy", "a.npy", "--codec", "raw", "--overwrite"]),
+        ("verify", [exe, "verify", "a.zr"]),
+        ("zring", [sys.executable, "-m", "zring", "convert", "npy", "a.npy", "ds", "--overwrite"]),
+    ]
+    for label, cmd in commands:
+        shown = _stderr_through(cmd, tty=True, cwd=tmp_path)
+        assert label in shown and ("[" in shown or "|" in shown), (label, shown[-300:])
+        assert _stderr_through(cmd, tty=False, cwd=tmp_path) == "", label
+
+
 def test_zring_command_exit_statuses(tmp_path):
     exe = zring_command()
     bad = subprocess.run([exe, "no-such-command"], capture_output=True, text=True)
