@@ -42,12 +42,10 @@ fn id(codec: StoreCodec) -> String {
 }
 
 fn open(path: &Path, backend: Backend, threads: usize) -> Store {
-    let opts = ReadOptions {
-        backend,
-        threads,
-        verify_checksums: common::verify_checksums(),
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .backend(backend)
+        .threads(threads)
+        .verify_checksums(common::verify_checksums());
     Store::open(path, opts).expect("opening the store")
 }
 

@@ -46,16 +46,16 @@ impl StoreCodec {
 /// Write options for `codec` with `threads` compression threads (0 = all cores);
 /// `dict` is required by, and only used for, `ZstdDict`. Existing files are replaced.
 pub fn write_options(codec: StoreCodec, threads: usize, dict: Option<&[u8]>) -> WriteOptions {
-    WriteOptions {
-        codec: codec.codec(),
-        level: ZSTD_LEVEL,
-        dictionary: (codec == StoreCodec::ZstdDict)
-            .then(|| dict.map(<[u8]>::to_vec))
-            .flatten(),
-        overwrite: true,
-        threads,
-        ..WriteOptions::default()
-    }
+    WriteOptions::default()
+        .codec(codec.codec())
+        .level(ZSTD_LEVEL)
+        .dictionary(
+            (codec == StoreCodec::ZstdDict)
+                .then(|| dict.map(<[u8]>::to_vec))
+                .flatten(),
+        )
+        .overwrite(true)
+        .threads(threads)
 }
 
 /// Writes the first `n` records of `data` to `path` (the whole `Writer::create` ..

@@ -184,15 +184,12 @@ pub fn run(args: &PackArgs) -> CliResult {
         (Codec::ZstdDict, None) => Some(train(&input, args.dict_size)?),
         _ => None,
     };
-    let opts = WriteOptions {
-        codec: args.codec,
-        level: args.level,
-        dictionary,
-        align: args.align,
-        overwrite: args.overwrite,
-        threads: args.threads,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(args.codec)
+        .level(args.level)
+        .dictionary(dictionary)
+        .align(args.align)
+        .overwrite(args.overwrite)
+        .threads(args.threads);
     let started = Instant::now();
     let mut writer = Writer::create(&args.out, schema, opts)?;
     // Ctrl-C or a kill (SIGTERM) removes the unfinished temporary file.

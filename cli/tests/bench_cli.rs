@@ -310,10 +310,7 @@ fn ragged_source(path: &Path, n: u64, codec: Codec) -> (u64, Vec<u32>) {
     let mut w = Writer::create(
         path,
         Schema::ragged(DType::I32, 1),
-        WriteOptions {
-            codec,
-            ..WriteOptions::default()
-        },
+        WriteOptions::with_codec(codec),
     )
     .expect("writer");
     let lens: Vec<u32> = (0..n).map(|i| 1 + (i * 37 % 64) as u32).collect();

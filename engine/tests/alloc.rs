@@ -272,10 +272,7 @@ fn read_scratch_above_16_mib_is_released_after_each_gather_and_kept_below() {
     w.append_ragged(&records.concat(), &cu, &shapes).unwrap();
     w.close().unwrap();
     for backend in [Backend::Pread, Backend::Uring] {
-        let opts = ReadOptions {
-            threads: 1,
-            ..ReadOptions::with_backend(backend)
-        };
+        let opts = ReadOptions::with_backend(backend).threads(1);
         let store = Store::open(&path, opts).unwrap();
         for (i, r) in records.iter().enumerate() {
             let stored = u64::from(store.entry(i as u64).unwrap().stored_len);

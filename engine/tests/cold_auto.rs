@@ -14,10 +14,7 @@ const RECORDS: usize = 512;
 fn store(dir: &Path) -> (PathBuf, Vec<u8>) {
     let path = dir.join("cold.zr");
     let bytes: Vec<u8> = (0..WIDTH * RECORDS).map(|i| (i * 7 / 3) as u8).collect();
-    let opts = WriteOptions {
-        align: 4096,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::default().align(4096);
     let mut w = Writer::create(&path, Schema::dense(DType::U8, &[WIDTH as u64]), opts).unwrap();
     w.append_dense(&bytes).unwrap();
     w.close().unwrap();

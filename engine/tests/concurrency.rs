@@ -160,11 +160,7 @@ fn direct_reads_are_byte_exact_under_concurrency() {
     ];
     for fx in &fixtures {
         for backend in [Backend::Pread, Backend::Uring] {
-            let opts = ReadOptions {
-                backend,
-                direct: true,
-                ..ReadOptions::default()
-            };
+            let opts = ReadOptions::default().backend(backend).direct(true);
             let Some(store) = common::open_direct_or_skip(&fx.path, opts) else {
                 return;
             };

@@ -94,11 +94,9 @@ fn gathers_every_field_across_shards_with_every_backend() {
         .chain([0, 4999, 300, 1000])
         .collect();
     for backend in [Backend::Mmap, Backend::Pread, Backend::Uring] {
-        let opts = ReadOptions {
-            backend,
-            verify_checksums: true,
-            ..ReadOptions::default()
-        };
+        let opts = ReadOptions::default()
+            .backend(backend)
+            .verify_checksums(true);
         let ds = Dataset::open(&path, opts).unwrap();
         assert_eq!((ds.len(), ds.shards(), ds.version()), (5000, 5, 1));
         check_batch(&ds, &indices);

@@ -140,12 +140,9 @@ fn a_full_disk_fails_the_append_poisons_the_writer_and_publishes_nothing() {
         };
         let name = format!("full-{k}.zr");
         let path = disk.dir.join(&name);
-        let opts = WriteOptions {
-            codec: Codec::Raw,
-            threads,
-            chunk_bytes,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(Codec::Raw)
+            .threads(threads)
+            .chunk_bytes(chunk_bytes);
         let mut w = Writer::create(&path, schema.clone(), opts).expect("create");
         append_until_failure(&mut w, &noise(4 << 20, k as u64), libc::ENOSPC, &name);
         let err = w.close().expect_err("a poisoned writer cannot close");
@@ -201,12 +198,9 @@ fn fsize_child_entry() {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     let path = dir.join("limited.zr");
-    let opts = WriteOptions {
-        codec: Codec::Raw,
-        threads: 2,
-        chunk_bytes: 64 << 10,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(Codec::Raw)
+        .threads(2)
+        .chunk_bytes(64 << 10);
     let mut w = Writer::create(&path, Schema::dense(DType::U8, &[4096]), opts).expect("create");
     append_until_failure(&mut w, &noise(256 << 10, 2), libc::EFBIG, "limited.zr");
     drop(w);

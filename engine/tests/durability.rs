@@ -22,13 +22,10 @@ use zring_platform::{install_fs_hook, FsOp};
 /// Writes a small store of `n` records (several chunks, so appends run in parallel
 /// tasks) and returns what close said.
 fn write_store(path: &Path, n: usize, seed: u8, overwrite: bool) -> Result<u64, Error> {
-    let opts = WriteOptions {
-        codec: Codec::Zstd,
-        overwrite,
-        threads: 2,
-        chunk_bytes: 8 << 10,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(Codec::Zstd)
+        .overwrite(overwrite)
+        .threads(2)
+        .chunk_bytes(8 << 10);
     let mut w = Writer::create(path, Schema::dense(DType::U8, &[256]), opts)?;
     let rows: Vec<u8> = (0..n * 256)
         .map(|i| (i / 7) as u8 ^ seed.wrapping_mul(i as u8))

@@ -80,10 +80,7 @@ fn forked_children_read_correct_data_through_every_backend() {
             if backend == Backend::Uring && !uring_here() {
                 continue;
             }
-            let opts = ReadOptions {
-                threads: 2,
-                ..ReadOptions::with_backend(backend)
-            };
+            let opts = ReadOptions::with_backend(backend).threads(2);
             let ctx = format!("{} {backend}", fx.path.display());
             // Forked before the store's first read: the child makes its own rings,
             // decoders and pool.

@@ -269,13 +269,11 @@ fn thousands_of_random_mutations_error_or_return_the_original_bytes() {
         let (bytes, kind) = mutate(&mut rng, fx);
         put(&path, &bytes);
         let backend = Backend::CONCRETE[rng.usize_below(Backend::CONCRETE.len())];
-        let opts = ReadOptions {
-            backend,
-            verify_checksums: rng.bool(),
-            direct: backend != Backend::Mmap && rng.below(4) == 0,
-            threads: 1 + rng.usize_below(2),
-            ..ReadOptions::default()
-        };
+        let opts = ReadOptions::default()
+            .backend(backend)
+            .verify_checksums(rng.bool())
+            .direct(backend != Backend::Mmap && rng.below(4) == 0)
+            .threads(1 + rng.usize_below(2));
         match catch_unwind(AssertUnwindSafe(|| exercise(&path, opts.clone(), fx))) {
             Ok(true) => opened += 1,
             Ok(false) => {}

@@ -268,10 +268,7 @@ fn specs() -> Vec<Spec> {
             name: "v1.1-dense-float8-e4m3fnuz",
             schema: Schema::dense(DType::F8E4M3FNUZ, &[32])
                 .with_metadata("fixture", "v1.1-dense-float8-e4m3fnuz"),
-            opts: WriteOptions {
-                threads: 1,
-                ..WriteOptions::with_codec(Codec::Zstd)
-            },
+            opts: WriteOptions::with_codec(Codec::Zstd).threads(1),
             records: (0..9)
                 .map(|i| mixed(i, 32 * 4, 3_000)[..32].to_vec())
                 .collect(),

@@ -100,21 +100,11 @@ fn open_names_record(path: &Path, index: u64, want: BadCheck) {
         use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
         let url = format!("file://{}", path.display());
         let cache = tempfile::tempdir().expect("cache dir");
-        let mut whole = CacheOptions::new(cache.path(), 1 << 30);
-        whole.whole = WholeObjects::Always;
-        let ranged = RemoteOptions {
-            no_cache: true,
-            ..RemoteOptions::default()
-        };
-        let cached = RemoteOptions {
-            cache: Some(whole),
-            ..RemoteOptions::default()
-        };
+        let whole = CacheOptions::new(cache.path(), 1 << 30).whole(WholeObjects::Always);
+        let ranged = RemoteOptions::default().no_cache(true);
+        let cached = RemoteOptions::default().cache(whole);
         for remote in [ranged, cached] {
-            let opts = zring_engine::ReadOptions {
-                remote,
-                ..zring_engine::ReadOptions::default()
-            };
+            let opts = zring_engine::ReadOptions::default().remote(remote);
             expect_record(zring_engine::Store::open(&url, opts), index, want);
         }
     }
@@ -272,10 +262,7 @@ fn empty_records_and_padding_as_the_writer_puts_them_open_and_verify() {
     }
     for (align, batches) in [(8, 1), (4096, 3), (1, 9)] {
         let path = dir.path().join(format!("empty-{align}-{batches}.zr"));
-        let opts = WriteOptions {
-            align,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::default().align(align);
         write_ragged(&path, DType::I32, opts, &r, batches).expect("write");
         for backend in Backend::CONCRETE {
             let store = open_with(&path, backend, true).expect("the writer's store opens");

@@ -63,10 +63,7 @@ fn read_variants(path: &Path) -> Vec<ReadOptions> {
         .map(|&b| ReadOptions::with_backend(b))
         .collect();
     for backend in [Backend::Pread, Backend::Uring] {
-        let opts = ReadOptions {
-            direct: true,
-            ..ReadOptions::with_backend(backend)
-        };
+        let opts = ReadOptions::with_backend(backend).direct(true);
         if common::open_direct_or_skip(path, opts.clone()).is_some() {
             out.push(opts);
         }
@@ -159,11 +156,9 @@ fn every_queue_depth_from_1_to_256_reads_the_same_bytes() {
         let want = expected(&bytes, 3000, &idx);
         for depth in [1usize, 2, 3, 8, 31, 64, 128, 256] {
             for threads in [1usize, 0] {
-                let opts = ReadOptions {
-                    queue_depth: depth,
-                    threads,
-                    ..ReadOptions::with_backend(Backend::Uring)
-                };
+                let opts = ReadOptions::with_backend(Backend::Uring)
+                    .queue_depth(depth)
+                    .threads(threads);
                 let got = Store::open(&path, opts).unwrap().gather_vec(&idx).unwrap();
                 assert!(got == want, "{codec} depth {depth} threads {threads}");
             }
@@ -240,10 +235,7 @@ fn async_reads_complete_under_a_tokio_multi_thread_runtime() {
 fn mmap_with_direct_is_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let (path, _) = dense_store(dir.path(), "d.zr", 64, 10, Codec::Raw, 8);
-    let opts = ReadOptions {
-        direct: true,
-        ..ReadOptions::with_backend(Backend::Mmap)
-    };
+    let opts = ReadOptions::with_backend(Backend::Mmap).direct(true);
     let err = Store::open(&path, opts).unwrap_err();
     assert!(
         matches!(
@@ -265,10 +257,7 @@ fn auto_picks_mmap_for_a_store_in_the_page_cache() {
             .backend(),
         Backend::Mmap
     );
-    let direct = ReadOptions {
-        direct: true,
-        ..ReadOptions::default()
-    };
+    let direct = ReadOptions::default().direct(true);
     if let Ok(store) = Store::open(&path, direct) {
         assert_ne!(store.backend(), Backend::Mmap);
     }
@@ -378,10 +367,7 @@ fn fallback_child() {
     let idx = indices(mmap.len() as usize, 1000, 5);
     assert!(uring.gather_vec(&idx).unwrap() == mmap.gather_vec(&idx).unwrap());
     // Auto with O_DIRECT would pick io_uring; it must fall back too.
-    let direct = ReadOptions {
-        direct: true,
-        ..ReadOptions::default()
-    };
+    let direct = ReadOptions::default().direct(true);
     if let Ok(store) = Store::open(&path, direct) {
         assert_eq!(store.backend(), Backend::Pread);
         assert!(store.gather_vec(&idx).unwrap() == mmap.gather_vec(&idx).unwrap());
@@ -463,10 +449,7 @@ fn ring_fail_child() {
     let Ok(path) = std::env::var(RING_FAIL_ENV) else {
         return;
     };
-    let opts = ReadOptions {
-        threads: 4,
-        ..ReadOptions::with_backend(Backend::Uring)
-    };
+    let opts = ReadOptions::with_backend(Backend::Uring).threads(4);
     let store = Store::open(&path, opts).unwrap();
     let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
     let idx = indices(mmap.len() as usize, 4000, 13);
@@ -541,11 +524,9 @@ fn eintr_child() {
     #[cfg(target_os = "linux")]
     {
         use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-        let opts = ReadOptions {
-            threads: 1,
-            direct: true,
-            ..ReadOptions::with_backend(Backend::Uring)
-        };
+        let opts = ReadOptions::with_backend(Backend::Uring)
+            .threads(1)
+            .direct(true);
         let store = Store::open(&path, opts).unwrap();
         let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
         // SAFETY: installs a handler that does nothing (async-signal-safe), without
@@ -596,12 +577,10 @@ fn signals_interrupting_ring_waits_are_retried() {
 /// A compressed gather through io_uring on the caller alone: its reads land in the
 /// caller's scratch slab.
 fn uring_caller_gather(path: &Path, direct: bool) -> (Vec<u8>, Vec<u8>) {
-    let opts = ReadOptions {
-        backend: Backend::Uring,
-        threads: 1,
-        direct,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .backend(Backend::Uring)
+        .threads(1)
+        .direct(direct);
     let uring = Store::open(path, opts).unwrap();
     let mmap = Store::open(path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
     let idx = indices(mmap.len() as usize, 500, 9);
@@ -625,11 +604,7 @@ fn uring_gathers_register_the_store_and_the_scratch_slab() {
     assert_eq!(zring_platform::uring_registered_files(), 0);
     let store = Store::open(
         &path,
-        ReadOptions {
-            backend: Backend::Uring,
-            threads: 1,
-            ..ReadOptions::default()
-        },
+        ReadOptions::default().backend(Backend::Uring).threads(1),
     )
     .unwrap();
     store.gather_vec(&[1, 2, 3]).unwrap();

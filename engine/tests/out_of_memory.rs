@@ -23,11 +23,7 @@ use zring_testkit::{run_forked, ChildEnd};
 const RECORDS: usize = 3_000_000;
 
 fn writer_with_many_records(path: &Path) -> Writer {
-    let opts = WriteOptions {
-        codec: Codec::Raw,
-        threads: 1,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(Codec::Raw).threads(1);
     let mut w = Writer::create(path, Schema::dense(DType::U32, &[]), opts).expect("create");
     let batch: Vec<u8> = (0..100_000u32).flat_map(u32::to_le_bytes).collect();
     for _ in 0..RECORDS / 100_000 {
@@ -72,11 +68,7 @@ fn the_writers_metadata_stays_within_a_fixed_budget_whatever_the_record_count() 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bounded.zr");
     in_child(|| {
-        let opts = WriteOptions {
-            codec: Codec::Raw,
-            threads: 1,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(Codec::Raw).threads(1);
         let batch: Vec<u8> = (0..100_000u32).flat_map(u32::to_le_bytes).collect();
         let mut w = match Writer::create(&path, Schema::dense(DType::U32, &[]), opts) {
             Ok(w) => w,

@@ -17,10 +17,7 @@ fn appends_run_on_the_writer_s_own_pool_and_write_the_same_store() {
     let schema = Schema::dense(DType::U8, &[4096]);
     // Several chunks of work (above the size an append does on the caller alone).
     let data = dense_records(1024, 4096, 7, |i| i % 3 == 0);
-    let opts = WriteOptions {
-        chunk_bytes: 64 << 10,
-        ..WriteOptions::with_codec(Codec::Zstd)
-    };
+    let opts = WriteOptions::with_codec(Codec::Zstd).chunk_bytes(64 << 10);
     let own = Arc::new(Pool::new(1, false).expect("a 1-worker pool"));
     let global = Pool::global();
 

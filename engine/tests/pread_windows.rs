@@ -21,21 +21,14 @@ const RECORDS: usize = 300;
 fn store(dir: &std::path::Path, codec: Codec) -> (std::path::PathBuf, Vec<u8>) {
     let data = dense_records(RECORDS, WIDTH, 11, |i| i % 3 == 0);
     let path = dir.join(format!("{codec:?}.zr"));
-    let opts = WriteOptions {
-        codec,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(codec);
     let schema = Schema::dense(DType::U8, &[WIDTH as u64]);
     write_dense(&path, &schema, opts, &data, 4).expect("write");
     (path, data)
 }
 
 fn open_pread(path: &std::path::Path) -> Store {
-    let opts = ReadOptions {
-        backend: Backend::Pread,
-        threads: 1,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().backend(Backend::Pread).threads(1);
     Store::open(path, opts).expect("open")
 }
 

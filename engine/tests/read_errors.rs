@@ -218,11 +218,7 @@ fn verify_range_refuses_ranges_outside_the_store_and_the_mmap_backend_refuses_di
     #[allow(clippy::reversed_empty_ranges)]
     expect_invalid(store.verify_range(20..3), outside);
     expect_invalid(store.verify_range(u64::MAX - 1..u64::MAX), outside);
-    let opts = ReadOptions {
-        backend: Backend::Mmap,
-        direct: true,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().backend(Backend::Mmap).direct(true);
     expect_invalid(Store::open(&fx.path, opts), |a| {
         matches!(a, A::DirectNeedsFileBackend { .. })
     });
@@ -235,10 +231,7 @@ fn single_threaded_and_pooled_gathers_agree() {
     let idx: Vec<u64> = (0..2000).map(|k| (k * 7919) % 600).collect();
     let mut results = Vec::new();
     for threads in [1usize, 2, 0] {
-        let opts = ReadOptions {
-            threads,
-            ..ReadOptions::default()
-        };
+        let opts = ReadOptions::default().threads(threads);
         let store = Store::open(&fx.path, opts).expect("open");
         results.push(store.gather_vec(&idx).expect("gather"));
     }

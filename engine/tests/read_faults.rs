@@ -26,15 +26,10 @@ fn stores(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     for (name, codec, align) in [("raw.zr", Codec::Raw, 4096), ("zstd.zr", Codec::Zstd, 0)] {
         let path = dir.join(name);
-        let opts = WriteOptions {
-            codec,
-            align: if align == 0 {
-                WriteOptions::default().align
-            } else {
-                align
-            },
-            ..WriteOptions::default()
-        };
+        let mut opts = WriteOptions::with_codec(codec);
+        if align != 0 {
+            opts.align = align;
+        }
         write_dense(&path, &schema, opts, &data, 2).expect("write");
         out.push((path, data.clone()));
     }
@@ -55,12 +50,10 @@ fn ways() -> Vec<(&'static str, Backend, bool)> {
 }
 
 fn open_way(path: &Path, backend: Backend, direct: bool) -> Option<Store> {
-    let opts = ReadOptions {
-        backend,
-        direct,
-        threads: 1,
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default()
+        .backend(backend)
+        .direct(direct)
+        .threads(1);
     if direct {
         open_direct_or_skip(path, opts)
     } else {

@@ -27,15 +27,12 @@ fn gathers_equal_the_local_copy_for_every_layout_and_codec() {
         for opts in [
             ReadOptions::default(),
             // No coalescing at all, and one GET in flight.
-            ReadOptions {
-                remote: RemoteOptions {
-                    max_gap: 0,
-                    max_request: 1,
-                    in_flight: 1,
-                    ..RemoteOptions::default()
-                },
-                ..ReadOptions::default()
-            },
+            ReadOptions::default().remote(
+                RemoteOptions::default()
+                    .max_gap(0)
+                    .max_request(1)
+                    .in_flight(1),
+            ),
         ] {
             let d = fixture_dense(codec, 300, 517);
             let r = fixture_ragged(codec, 300);
@@ -69,13 +66,7 @@ fn opening_takes_few_gets_and_neighbours_share_one() {
     let d = fixture_dense(Codec::Raw, 2000, 1000);
     let (store, faults) = bucket(&[("d.zr", &d.bytes)]);
     // A gap too small to bridge anything: only touching records merge.
-    let opts = ReadOptions {
-        remote: RemoteOptions {
-            max_gap: 0,
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().remote(RemoteOptions::default().max_gap(0));
     let s = open_in(&store, "d.zr", &opts).expect("open");
     let opened = faults.gets.load(Ordering::SeqCst);
     // The tail (footer + metadata), then the superblock and the metadata the tail
@@ -96,13 +87,7 @@ fn opening_takes_few_gets_and_neighbours_share_one() {
     let idx: Vec<u64> = (10..20).chain(1500..1510).collect();
     s.gather_vec(&idx).expect("gather");
     assert_eq!(faults.gets.load(Ordering::SeqCst) - before, 2);
-    let wide = ReadOptions {
-        remote: RemoteOptions {
-            max_gap: 2 << 20,
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    };
+    let wide = ReadOptions::default().remote(RemoteOptions::default().max_gap(2 << 20));
     let s2 = open_in(&store, "d.zr", &wide).expect("open");
     let before = faults.gets.load(Ordering::SeqCst);
     assert_eq!(
@@ -111,14 +96,8 @@ fn opening_takes_few_gets_and_neighbours_share_one() {
     );
     assert_eq!(faults.gets.load(Ordering::SeqCst) - before, 1);
     // max_request caps a coalesced GET.
-    let capped = ReadOptions {
-        remote: RemoteOptions {
-            max_gap: 0,
-            max_request: 10_000,
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    };
+    let capped =
+        ReadOptions::default().remote(RemoteOptions::default().max_gap(0).max_request(10_000));
     let s3 = open_in(&store, "d.zr", &capped).expect("open");
     faults.ranges.lock().expect("lock").clear();
     let idx: Vec<u64> = (0..100).collect();
@@ -221,19 +200,11 @@ fn a_replaced_object_is_detected_not_mixed() {
 // The cache.
 
 fn cached(dir: &Path, max_bytes: u64, chunk: u64) -> ReadOptions {
-    ReadOptions {
-        remote: RemoteOptions {
-            cache: Some(CacheOptions {
-                dir: dir.to_path_buf(),
-                max_bytes,
-                chunk_bytes: chunk,
-                // These tests are about chunks (whole objects: tests/remote_whole.rs).
-                whole: WholeObjects::Never,
-            }),
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    }
+    let cache = CacheOptions::new(dir, max_bytes)
+        .chunk_bytes(chunk)
+        // These tests are about chunks (whole objects: tests/remote_whole.rs).
+        .whole(WholeObjects::Never);
+    ReadOptions::default().remote(RemoteOptions::default().cache(cache))
 }
 
 #[test]
@@ -335,10 +306,7 @@ fn http_urls_open_and_retry_after_503s_and_dropped_connections() {
     std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
     let (base, server) = serve(root.path().to_path_buf());
     let url = format!("{base}/d.zr");
-    let opts = ReadOptions {
-        remote: quick_retries(),
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().remote(quick_retries());
     let s = Store::open(&url, opts.clone()).expect("open over http");
     assert_eq!(s.path(), Path::new(&url));
     let idx = batch(200, 50, 1);
@@ -359,13 +327,7 @@ fn http_urls_open_and_retry_after_503s_and_dropped_connections() {
     let retried = server.seen.lock().expect("lock").len() - seen;
     assert!(retried >= 6, "{retried} requests for one GET with 5 faults");
     // With retries off, a 503 is an error naming the URL.
-    let no_retry = ReadOptions {
-        remote: RemoteOptions {
-            max_retries: 0,
-            ..quick_retries()
-        },
-        ..ReadOptions::default()
-    };
+    let no_retry = ReadOptions::default().remote(quick_retries().max_retries(0));
     let s2 = Store::open(&url, no_retry).expect("open");
     server.fail_503.store(1, Ordering::SeqCst);
     match s2.gather_vec(&[0]) {

@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use remote_support::*;
-use zring_engine::remote::RemoteOptions;
 use zring_engine::{Codec, Error, ReadOptions, Store};
 
 /// A dense store served over HTTP, opened with fast retries.
@@ -30,14 +29,11 @@ fn served() -> (
     std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
     let (base, server) = serve(root.path().to_path_buf());
     let url = format!("{base}/d.zr");
-    let opts = ReadOptions {
-        remote: RemoteOptions {
-            max_retries: 3,
-            retry_timeout: Duration::from_secs(10),
-            ..quick_retries()
-        },
-        ..ReadOptions::default()
-    };
+    let opts = ReadOptions::default().remote(
+        quick_retries()
+            .max_retries(3)
+            .retry_timeout(Duration::from_secs(10)),
+    );
     let s = Store::open(&url, opts).expect("open over http");
     (d, root, url, server, s)
 }
@@ -166,18 +162,10 @@ fn damaged_or_truncated_cache_entries_are_fetched_again_never_served() {
     std::fs::write(root.path().join("d.zr"), &d.bytes).expect("write");
     let (base, server) = serve(root.path().to_path_buf());
     let cache = tempfile::tempdir().expect("cache");
-    let opts = ReadOptions {
-        remote: RemoteOptions {
-            cache: Some(CacheOptions {
-                dir: cache.path().to_path_buf(),
-                max_bytes: 1 << 30,
-                chunk_bytes: 16 << 10,
-                whole: WholeObjects::Never,
-            }),
-            ..quick_retries()
-        },
-        ..ReadOptions::default()
-    };
+    let chunks = CacheOptions::new(cache.path(), 1 << 30)
+        .chunk_bytes(16 << 10)
+        .whole(WholeObjects::Never);
+    let opts = ReadOptions::default().remote(quick_retries().cache(chunks));
     let s = Store::open(format!("{base}/d.zr"), opts).expect("open");
     let all: Vec<u64> = (0..300).collect();
     let want = d.local.gather_vec(&all).expect("local");
@@ -232,15 +220,8 @@ fn an_object_replaced_during_a_gather_fails_the_batch_never_mixes_it() {
     let (base, server) = serve(root.path().to_path_buf());
     let url = format!("{base}/d.zr");
     // Small requests, one at a time, each answered slowly: one gather spans many GETs.
-    let opts = ReadOptions {
-        remote: RemoteOptions {
-            max_gap: 0,
-            max_request: 4 << 10,
-            in_flight: 1,
-            ..quick_retries()
-        },
-        ..ReadOptions::default()
-    };
+    let opts =
+        ReadOptions::default().remote(quick_retries().max_gap(0).max_request(4 << 10).in_flight(1));
     let s = Store::open(&url, opts).expect("open");
     let all: Vec<u64> = (0..300).collect();
     server.delay_ms.store(20, Ordering::SeqCst);

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use remote_support::*;
-use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
+use zring_engine::remote::{CacheOptions, WholeObjects};
 use zring_engine::{Codec, ReadOptions, Store};
 use zring_testkit::{child_succeeds, fork_during_first_use, ChildEnd};
 
@@ -33,25 +33,14 @@ fn served() -> (Fixture, String, tempfile::TempDir, std::sync::Arc<Server>) {
 }
 
 fn cached(dir: &Path) -> ReadOptions {
-    ReadOptions {
-        remote: RemoteOptions {
-            cache: Some(CacheOptions {
-                dir: dir.to_path_buf(),
-                max_bytes: 1 << 30,
-                chunk_bytes: 16 << 10,
-                whole: WholeObjects::Never,
-            }),
-            ..quick_retries()
-        },
-        ..ReadOptions::default()
-    }
+    let cache = CacheOptions::new(dir, 1 << 30)
+        .chunk_bytes(16 << 10)
+        .whole(WholeObjects::Never);
+    ReadOptions::default().remote(quick_retries().cache(cache))
 }
 
 fn plain() -> ReadOptions {
-    ReadOptions {
-        remote: quick_retries(),
-        ..ReadOptions::default()
-    }
+    ReadOptions::default().remote(quick_retries())
 }
 
 /// Whether `store` gathers `idx` as `want`.

@@ -19,16 +19,8 @@ use zring_engine::remote::{CacheOptions, RemoteOptions, WholeObjects};
 use zring_engine::{Backend, Codec, ReadOptions, Store};
 
 fn cache_opts(dir: &Path, max_bytes: u64, whole: WholeObjects) -> ReadOptions {
-    ReadOptions {
-        remote: RemoteOptions {
-            cache: Some(CacheOptions {
-                whole,
-                ..CacheOptions::new(dir, max_bytes)
-            }),
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    }
+    let cache = CacheOptions::new(dir, max_bytes).whole(whole);
+    ReadOptions::default().remote(RemoteOptions::default().cache(cache))
 }
 
 /// The whole-object entries (`v2/KEY/object`) and temporary files in a cache.
@@ -90,10 +82,7 @@ fn a_whole_object_is_fetched_once_then_read_as_a_local_store_on_every_backend() 
     // Every later open, on every backend: no GET (one HEAD each), a local store.
     let heads = faults.heads.load(Ordering::SeqCst);
     for backend in [Backend::Pread, Backend::Mmap, Backend::Uring, Backend::Auto] {
-        let o = ReadOptions {
-            backend,
-            ..opts.clone()
-        };
+        let o = opts.clone().backend(backend);
         let s = open_in(&store, "d.zr", &o).expect("open");
         let st = s.remote_stats().expect("stats");
         assert_eq!((st.whole_fetches, st.whole_hits, st.requests), (0, 1, 0));

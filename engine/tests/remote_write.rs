@@ -112,10 +112,7 @@ fn a_small_store_is_one_put_and_an_existing_object_is_refused_without_overwrite(
 
     // With overwrite the object is replaced.
     let other = common::dense_records(50, 24, 5, |_| false);
-    let opts = WriteOptions {
-        overwrite: true,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::default().overwrite(true);
     write(&url, &schema, opts, &other).expect("overwrite");
     check_reads_back(&url, &other, 24);
 }

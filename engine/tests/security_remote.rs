@@ -62,16 +62,8 @@ fn cache_entries_for_hostile_urls_stay_inside_the_cache_directory() {
     ];
     let cache = root.path().join("cache");
     for whole in [WholeObjects::Never, WholeObjects::Always] {
-        let opts = ReadOptions {
-            remote: RemoteOptions {
-                cache: Some(CacheOptions {
-                    whole,
-                    ..CacheOptions::new(&cache, 64 << 20)
-                }),
-                ..RemoteOptions::default()
-            },
-            ..ReadOptions::default()
-        };
+        let cached = CacheOptions::new(&cache, 64 << 20).whole(whole);
+        let opts = ReadOptions::default().remote(RemoteOptions::default().cache(cached));
         for url in urls {
             let conn = Connector::from_store(url, store.clone(), ObjectPath::from("x.zr"));
             let s = Store::open_at(conn, &opts).expect("open");
@@ -129,19 +121,16 @@ fn scripted_server(answer: Option<&'static str>) -> String {
 }
 
 fn impatient() -> ReadOptions {
-    ReadOptions {
-        remote: RemoteOptions {
-            max_retries: 1,
-            retry_timeout: Duration::from_secs(2),
-            backoff_initial: Duration::from_millis(5),
-            backoff_max: Duration::from_millis(20),
-            timeout: Duration::from_secs(2),
-            connect_timeout: Duration::from_secs(2),
-            no_cache: true,
-            ..RemoteOptions::default()
-        },
-        ..ReadOptions::default()
-    }
+    ReadOptions::default().remote(
+        RemoteOptions::default()
+            .max_retries(1)
+            .retry_timeout(Duration::from_secs(2))
+            .backoff_initial(Duration::from_millis(5))
+            .backoff_max(Duration::from_millis(20))
+            .timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(2))
+            .no_cache(true),
+    )
 }
 
 #[test]

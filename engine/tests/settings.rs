@@ -18,10 +18,7 @@ fn bad() -> Vec<(ReadOptions, &'static str, &'static str, &'static str)> {
     in_flight_big.remote.in_flight = 100_000;
     vec![
         (
-            ReadOptions {
-                queue_depth: 0,
-                ..ReadOptions::default()
-            },
+            ReadOptions::default().queue_depth(0),
             "queue_depth",
             "0",
             "a whole number from 1 to 256",

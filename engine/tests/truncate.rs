@@ -39,10 +39,7 @@ fn sources() -> Vec<(&'static str, ReadOptions)> {
     };
     for backend in backends {
         out.push((backend.name(), ReadOptions::with_backend(backend)));
-        let direct = ReadOptions {
-            direct: true,
-            ..ReadOptions::with_backend(backend)
-        };
+        let direct = ReadOptions::with_backend(backend).direct(true);
         out.push((
             if backend == Backend::Pread {
                 "pread+direct"

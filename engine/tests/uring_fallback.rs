@@ -36,10 +36,7 @@ fn mid_batch_child() {
     let Ok(path) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let opts = ReadOptions {
-        threads: 2,
-        ..ReadOptions::with_backend(Backend::Uring)
-    };
+    let opts = ReadOptions::with_backend(Backend::Uring).threads(2);
     let store = Store::open(&path, opts).unwrap();
     let mmap = Store::open(&path, ReadOptions::with_backend(Backend::Mmap)).unwrap();
     let enters = Arc::new(AtomicUsize::new(0));

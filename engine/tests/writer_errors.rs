@@ -84,10 +84,7 @@ fn overwrite_replaces_a_store_while_open_readers_keep_the_old_one() {
     let reader = open(&path).expect("open the first store");
 
     let new = dense_records(5, 64, 2, |i| i == 0);
-    let opts = WriteOptions {
-        overwrite: true,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::default().overwrite(true);
     write_dense(&path, &u8_schema(), opts, &new, 2).expect("overwrite");
     let replaced = open(&path).expect("open the replacement");
     assert_eq!(replaced.len(), 5);
@@ -332,10 +329,7 @@ fn creating_in_a_missing_directory_is_an_io_error_naming_the_path() {
 #[test]
 fn a_path_without_a_file_name_or_held_by_a_directory_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let overwrite = WriteOptions {
-        overwrite: true,
-        ..WriteOptions::default()
-    };
+    let overwrite = WriteOptions::default().overwrite(true);
     expect_invalid(
         Writer::create(dir.path().join(".."), u8_schema(), overwrite.clone()),
         |a| matches!(a, A::NotAFileName { .. }),

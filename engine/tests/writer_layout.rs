@@ -78,11 +78,7 @@ fn every_record_starts_at_the_requested_alignment() {
         let n = if align == 1 << 20 { 4 } else { 40 };
         let data = dense_records(n, width, 8, |i| i % 2 == 0);
         let path = dir.path().join(format!("a{align}-{width}-{codec}.zr"));
-        let opts = WriteOptions {
-            align,
-            codec,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(codec).align(align);
         let schema = Schema::dense(DType::U8, &[width as u64]);
         write_dense(&path, &schema, opts, &data, 3).expect("write");
         for backend in Backend::CONCRETE {
@@ -99,10 +95,7 @@ fn every_record_starts_at_the_requested_alignment() {
     // Ragged records too.
     let r = ragged_records(50, 1, DType::I32, 100, 12);
     let path = dir.path().join("ragged-4096.zr");
-    let opts = WriteOptions {
-        align: 4096,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::default().align(4096);
     write_ragged(&path, DType::I32, opts, &r, 2).expect("write");
     let store = open(&path).expect("open");
     for i in 0..50 {
@@ -247,13 +240,10 @@ fn padding_is_zero_and_the_file_does_not_depend_on_the_thread_count() {
     let mut files = Vec::new();
     for threads in [1usize, 4] {
         let path = dir.path().join(format!("t{threads}.zr"));
-        let opts = WriteOptions {
-            codec: Codec::Zstd,
-            align: 4096,
-            threads,
-            chunk_bytes: 64 << 10,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(Codec::Zstd)
+            .align(4096)
+            .threads(threads)
+            .chunk_bytes(64 << 10);
         let mut w = Writer::create(&path, Schema::dense(DType::U8, &[700]), opts).expect("create");
         w.append_dense(&bytes).expect("append");
         w.close().expect("close");

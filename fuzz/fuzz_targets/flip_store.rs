@@ -57,12 +57,10 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(&path, &damaged).expect("writing the damaged store");
 
     for verify_checksums in [true, false] {
-        let opts = ReadOptions {
-            backend,
-            verify_checksums,
-            threads: 1,
-            ..ReadOptions::default()
-        };
+        let opts = ReadOptions::default()
+            .backend(backend)
+            .verify_checksums(verify_checksums)
+            .threads(1);
         let store = match Store::open(&path, opts) {
             Ok(s) => s,
             Err(e) => {

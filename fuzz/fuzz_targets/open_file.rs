@@ -28,12 +28,10 @@ fn open_and_read(data: &[u8]) {
     std::fs::write(&path, data).expect("writing the input file");
     for backend in [Backend::Pread, Backend::Mmap] {
         for verify_checksums in [false, true] {
-            let opts = ReadOptions {
-                backend,
-                verify_checksums,
-                threads: 1,
-                ..ReadOptions::default()
-            };
+            let opts = ReadOptions::default()
+                .backend(backend)
+                .verify_checksums(verify_checksums)
+                .threads(1);
             if let Ok(store) = Store::open(&path, opts) {
                 read_everything(&store);
             }

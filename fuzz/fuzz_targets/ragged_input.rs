@@ -71,12 +71,9 @@ fuzz_target!(|data: &[u8]| {
     let schema = Schema::ragged(dtype, ndim);
     let mut guard = WRITER.lock().unwrap_or_else(|e| e.into_inner());
     if guard.as_ref().is_none_or(|(s, _)| *s != schema) {
-        let opts = WriteOptions {
-            codec: Codec::Raw,
-            overwrite: true,
-            threads: 1,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(Codec::Raw)
+            .overwrite(true)
+            .threads(1);
         let w = Writer::create(scratch("ragged_input.zr"), schema.clone(), opts)
             .expect("creating the writer");
         *guard = Some((schema.clone(), w));
@@ -95,12 +92,9 @@ fuzz_target!(|data: &[u8]| {
     }
     // An accepted batch appends and reads back exactly.
     let path = scratch("ragged_append.zr");
-    let opts = WriteOptions {
-        codec: Codec::Raw,
-        overwrite: true,
-        threads: 1,
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(Codec::Raw)
+        .overwrite(true)
+        .threads(1);
     let mut w = Writer::create(&path, schema, opts).expect("creating the writer");
     w.append_ragged(&values, &cu, &dims)
         .expect("appending an accepted batch");

@@ -157,14 +157,11 @@ impl Records {
 
     /// Writes the records as a store at `path` (replacing any file there).
     pub fn write(&self, path: &Path) -> zring_engine::Result<()> {
-        let opts = WriteOptions {
-            codec: self.codec,
-            level: 3,
-            dictionary: (self.codec == Codec::ZstdDict).then(|| dictionary().to_vec()),
-            overwrite: true,
-            threads: 1,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(self.codec)
+            .level(3)
+            .dictionary((self.codec == Codec::ZstdDict).then(|| dictionary().to_vec()))
+            .overwrite(true)
+            .threads(1);
         let mut w = Writer::create(path, self.schema.clone(), opts)?;
         if self.schema.is_ragged() {
             let itemsize = self.schema.dtype.itemsize() as u64;

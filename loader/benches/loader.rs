@@ -74,10 +74,7 @@ fn build_w3(path: &Path, n: usize) -> Res<()> {
 }
 
 fn raw() -> WriteOptions {
-    WriteOptions {
-        overwrite: true,
-        ..WriteOptions::with_codec(Codec::Raw)
-    }
+    WriteOptions::with_codec(Codec::Raw).overwrite(true)
 }
 
 fn open(path: &Path, backend: Backend) -> Res<Store> {

@@ -112,10 +112,7 @@ fn a_gather_error_from_a_corrupted_store_is_delivered_at_its_step() {
     let ragged = ragged_store(dir.path(), "r.zr", 100, Codec::Raw);
     // Record 37 lies in step 37 / 8 = 4 of a sequential run over both shards.
     corrupt(&ragged, 37);
-    let checked = ReadOptions {
-        verify_checksums: true,
-        ..ReadOptions::default()
-    };
+    let checked = ReadOptions::default().verify_checksums(true);
     let ragged = Store::open(ragged.path(), checked).expect("open");
     for opts in options() {
         for delivery in [Delivery::StepOrder, Delivery::CompletionOrder] {

@@ -147,16 +147,13 @@ impl Core {
             schema.metadata = m;
         }
         let dtype = schema.dtype;
-        let opts = WriteOptions {
-            codec,
-            level: o.level,
-            dictionary: o.dict_bytes,
-            align: o.align,
-            overwrite: o.overwrite,
-            threads: o.threads,
-            remote: o.remote,
-            ..WriteOptions::default()
-        };
+        let opts = WriteOptions::with_codec(codec)
+            .level(o.level)
+            .dictionary(o.dict_bytes)
+            .align(o.align)
+            .overwrite(o.overwrite)
+            .threads(o.threads)
+            .remote(o.remote);
         let writer = py
             .detach(|| Writer::create(&path, schema, opts))
             .map_err(|e| errors::engine(py, e))?;

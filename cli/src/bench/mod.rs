@@ -87,14 +87,12 @@ fn target(args: &BenchArgs) -> CliResult<Target> {
         .tempdir_in(&dir)
         .map_err(|e| CliError::io(&dir, "creating a temporary directory", e))?;
     let path = tmp.path().join("bench.zr");
-    let opts = WriteOptions {
-        codec: args.codec.or(source_codec).unwrap_or(Codec::Zstd),
-        level: args.level,
-        align: args
-            .align
-            .unwrap_or(if args.opts.direct { 4096 } else { 8 }),
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(args.codec.or(source_codec).unwrap_or(Codec::Zstd))
+        .level(args.level)
+        .align(
+            args.align
+                .unwrap_or(if args.opts.direct { 4096 } else { 8 }),
+        );
     let write = synth::create_store(&path, &spec, opts, args.dict_size)?;
     Ok(Target {
         path,

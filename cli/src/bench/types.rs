@@ -155,12 +155,10 @@ impl<'a> Source<'a> {
             Some(spec) => Source::Synthetic(spec),
             None => Source::Store(Store::open(
                 path,
-                ReadOptions {
-                    backend: Backend::Pread,
-                    verify_checksums: true,
-                    threads: 1,
-                    ..ReadOptions::default()
-                },
+                ReadOptions::default()
+                    .backend(Backend::Pread)
+                    .verify_checksums(true)
+                    .threads(1),
             )?),
         })
     }

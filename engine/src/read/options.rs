@@ -36,11 +36,29 @@ const SETTINGS: &str = "backend, verify_checksums, threads, queue_depth, direct,
 
 /// How a store is read.
 ///
-/// New settings get a default, so `ReadOptions { threads: 4, ..Default::default() }`
-/// keeps compiling, and serialised settings that lack a field read it as its
-/// default.
+/// The struct is `#[non_exhaustive]`, so it can gain settings without breaking
+/// callers: build it from [`Default`] with the setters (one per field, named like
+/// it), or assign its public fields. Serialised settings that lack a field read it
+/// as its default.
+///
+/// ```
+/// use zring_engine::{Backend, ReadOptions};
+///
+/// let opts = ReadOptions::default().backend(Backend::Pread).threads(2).queue_depth(16);
+/// assert_eq!((opts.threads, opts.queue_depth), (2, 16));
+/// let mut more = ReadOptions::default();
+/// more.direct = true;
+/// ```
+///
+/// A struct literal, even one that ends in `..Default::default()`, does not compile
+/// outside the engine, so a new setting never breaks one:
+///
+/// ```compile_fail,E0639
+/// let opts = zring_engine::ReadOptions { threads: 4, ..Default::default() };
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// Which system interface moves record bytes (see [`Backend`]).
     pub backend: Backend,
@@ -143,6 +161,37 @@ impl ReadOptions {
     /// off.
     pub fn verify_checksums(mut self, on: bool) -> Self {
         self.verify_checksums = on;
+        self
+    }
+
+    /// These options with `backend` (see [`Backend`]).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// These options with `threads` threads per gather, the caller counted (0: the
+    /// caller and every pool worker).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// These options with `depth` reads in flight per thread with the `uring` backend.
+    pub fn queue_depth(mut self, depth: usize) -> Self {
+        self.queue_depth = depth;
+        self
+    }
+
+    /// These options reading with O_DIRECT (`true`) or through the page cache.
+    pub fn direct(mut self, on: bool) -> Self {
+        self.direct = on;
+        self
+    }
+
+    /// These options with `remote` as the settings of stores at URLs.
+    pub fn remote(mut self, remote: RemoteOptions) -> Self {
+        self.remote = remote;
         self
     }
 

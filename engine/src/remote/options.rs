@@ -23,8 +23,14 @@ const DEFAULT_SUBDIR: &str = "zring/remote";
 /// read (the `remote` field of `ReadOptions`; ignored for local paths).
 /// Credentials, region and endpoint come from each cloud's standard environment
 /// (see docs/remote.md); [`RemoteOptions::config`] overrides them per store.
+///
+/// `#[non_exhaustive]`, so that a new setting breaks no caller: outside this crate
+/// it is built from [`Default`] and the chainable setters (one per field, named
+/// like it), e.g. `RemoteOptions::default().max_gap(0).in_flight(4)`; the public
+/// fields can still be read and assigned.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RemoteOptions {
     /// Records of a batch lying within this many bytes of each other in the object
     /// are fetched by one ranged GET (the bytes between are fetched and dropped).
@@ -85,8 +91,13 @@ impl Default for RemoteOptions {
 
 /// A local cache of remote objects' bytes (for example on NVMe), shared by every
 /// store and process that names the same directory. See docs/remote.md#the-cache.
+///
+/// `#[non_exhaustive]`, so that a new setting breaks no caller: outside this crate
+/// it is built by [`CacheOptions::new`] and the chainable setters, e.g.
+/// `CacheOptions::new(dir, 1 << 30).chunk_bytes(4 << 20)`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct CacheOptions {
     /// The cache directory (created if missing); empty: `ZRING_CACHE_DIR`, else the
     /// default location (see [`RemoteOptions::effective_cache`]).
@@ -158,6 +169,30 @@ impl CacheOptions {
         }
     }
 
+    /// This cache in `dir` (empty: `ZRING_CACHE_DIR`, else the default location).
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = dir.into();
+        self
+    }
+
+    /// This cache bounded to `max_bytes`.
+    pub fn max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// This cache keeping objects in chunks of `chunk_bytes`.
+    pub fn chunk_bytes(mut self, chunk_bytes: u64) -> Self {
+        self.chunk_bytes = chunk_bytes;
+        self
+    }
+
+    /// This cache keeping objects whole by `whole`'s rule.
+    pub fn whole(mut self, whole: WholeObjects) -> Self {
+        self.whole = whole;
+        self
+    }
+
     /// Whether an object of `size` bytes is cached whole. `Auto`'s rule, at most half
     /// the bound: such an object never needs more than half the cache, so entries of
     /// other objects still fit beside it, and evicting it frees a predictable share.
@@ -171,6 +206,86 @@ impl CacheOptions {
 }
 
 impl RemoteOptions {
+    /// These options coalescing records within `max_gap` bytes into one GET.
+    pub fn max_gap(mut self, max_gap: u64) -> Self {
+        self.max_gap = max_gap;
+        self
+    }
+
+    /// These options with coalesced GETs of at most `max_request` bytes.
+    pub fn max_request(mut self, max_request: u64) -> Self {
+        self.max_request = max_request;
+        self
+    }
+
+    /// These options keeping `in_flight` GETs of a batch in flight.
+    pub fn in_flight(mut self, in_flight: usize) -> Self {
+        self.in_flight = in_flight;
+        self
+    }
+
+    /// These options retrying a failed request up to `max_retries` times.
+    pub fn max_retries(mut self, max_retries: usize) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// These options starting no retry `retry_timeout` after a first attempt.
+    pub fn retry_timeout(mut self, retry_timeout: Duration) -> Self {
+        self.retry_timeout = retry_timeout;
+        self
+    }
+
+    /// These options with a first backoff of `backoff_initial` between retries.
+    pub fn backoff_initial(mut self, backoff_initial: Duration) -> Self {
+        self.backoff_initial = backoff_initial;
+        self
+    }
+
+    /// These options with backoffs between retries of at most `backoff_max`.
+    pub fn backoff_max(mut self, backoff_max: Duration) -> Self {
+        self.backoff_max = backoff_max;
+        self
+    }
+
+    /// These options failing a request after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// These options failing a connect after `connect_timeout`.
+    pub fn connect_timeout(mut self, connect_timeout: Duration) -> Self {
+        self.connect_timeout = connect_timeout;
+        self
+    }
+
+    /// These options with the local cache `cache` (a [`CacheOptions`], or `None`
+    /// for the environment's).
+    pub fn cache(mut self, cache: impl Into<Option<CacheOptions>>) -> Self {
+        self.cache = cache.into();
+        self
+    }
+
+    /// These options never caching (`true`), whatever `cache` and the environment say.
+    pub fn no_cache(mut self, on: bool) -> Self {
+        self.no_cache = on;
+        self
+    }
+
+    /// These options with the object_store configuration keys `config` (replacing
+    /// any set before), applied over the environment's.
+    pub fn config<K: Into<String>, V: Into<String>>(
+        mut self,
+        config: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.config = config
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        self
+    }
+
     /// The cache in force, `None` for none:
     ///
     /// - none with `no_cache`;

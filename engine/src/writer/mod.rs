@@ -39,7 +39,14 @@ use spill::Spill;
 use stage::Staged;
 
 /// How a store is written. `Default` is zstd level 3, 8-byte alignment, all cores.
+///
+/// `#[non_exhaustive]`, so that a new setting breaks no caller: outside this crate
+/// it is built from [`Default`] (or [`WriteOptions::with_codec`]) and the chainable
+/// setters (one per field, named like it), e.g.
+/// `WriteOptions::default().codec(Codec::Raw).align(4096).overwrite(true)`; the
+/// public fields can still be read and assigned.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// The store's codec; records that do not shrink are kept raw regardless.
     pub codec: Codec,
@@ -97,6 +104,61 @@ impl WriteOptions {
     /// append uses the caller and every worker of `pool`).
     pub fn with_pool(mut self, pool: impl Into<PoolHandle>) -> Self {
         self.pool = pool.into();
+        self
+    }
+
+    /// These options with the store's codec `codec`.
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// These options compressing at zstd level `level`.
+    pub fn level(mut self, level: i32) -> Self {
+        self.level = level;
+        self
+    }
+
+    /// These options with the trained dictionary `dictionary` (for `Codec::ZstdDict`;
+    /// `None` for none).
+    pub fn dictionary(mut self, dictionary: impl Into<Option<Vec<u8>>>) -> Self {
+        self.dictionary = dictionary.into();
+        self
+    }
+
+    /// These options starting every record at a multiple of `align` bytes.
+    pub fn align(mut self, align: u32) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// These options replacing an existing file at the destination (`true`) or not.
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.overwrite = on;
+        self
+    }
+
+    /// These options compressing on `threads` threads (0: all; see the field).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    /// These options with `chunk_bytes` logical bytes per unit of parallel work.
+    pub fn chunk_bytes(mut self, chunk_bytes: usize) -> Self {
+        self.chunk_bytes = chunk_bytes;
+        self
+    }
+
+    /// These options with the appends' tasks run on `pool` (as
+    /// [`with_pool`](WriteOptions::with_pool)).
+    pub fn pool(self, pool: impl Into<PoolHandle>) -> Self {
+        self.with_pool(pool)
+    }
+
+    /// These options uploading a store written to a URL by `remote`.
+    pub fn remote(mut self, remote: RemoteOptions) -> Self {
+        self.remote = remote;
         self
     }
 }

@@ -241,11 +241,9 @@ pub fn put(path: &Path, bytes: &[u8]) {
 pub fn open_with(path: &Path, backend: Backend, verify_checksums: bool) -> Result<Store> {
     Store::open(
         path,
-        ReadOptions {
-            backend,
-            verify_checksums,
-            ..ReadOptions::default()
-        },
+        ReadOptions::default()
+            .backend(backend)
+            .verify_checksums(verify_checksums),
     )
 }
 

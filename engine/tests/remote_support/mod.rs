@@ -166,11 +166,8 @@ pub fn fixture_dense(codec: Codec, n: usize, width: usize) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("d.zr");
     let data = common::dense_records(n, width, 7, |i| i % 5 == 0);
-    let opts = WriteOptions {
-        codec,
-        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(codec)
+        .dictionary((codec == Codec::ZstdDict).then(common::test_dictionary));
     let mut w =
         Writer::create(&path, Schema::dense(DType::U8, &[width as u64]), opts).expect("create");
     w.append_dense(&data).expect("append");
@@ -182,11 +179,8 @@ pub fn fixture_ragged(codec: Codec, n: usize) -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("r.zr");
     let r = common::ragged_records(n, 1, DType::I32, 700, 3);
-    let opts = WriteOptions {
-        codec,
-        dictionary: (codec == Codec::ZstdDict).then(common::test_dictionary),
-        ..WriteOptions::default()
-    };
+    let opts = WriteOptions::with_codec(codec)
+        .dictionary((codec == Codec::ZstdDict).then(common::test_dictionary));
     let mut w = Writer::create(&path, Schema::ragged(DType::I32, 1), opts).expect("create");
     w.append_ragged(&r.values, &r.cu_seqlens, &r.shapes)
         .expect("append");
@@ -398,11 +392,9 @@ fn take_one(n: &AtomicUsize) -> bool {
 }
 
 pub fn quick_retries() -> RemoteOptions {
-    RemoteOptions {
-        backoff_initial: Duration::from_millis(5),
-        backoff_max: Duration::from_millis(50),
-        ..RemoteOptions::default()
-    }
+    RemoteOptions::default()
+        .backoff_initial(Duration::from_millis(5))
+        .backoff_max(Duration::from_millis(50))
 }
 
 // ---------------------------------------------------------------------------------
