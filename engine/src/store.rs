@@ -319,7 +319,7 @@ impl Store {
         self.inner.reads_served()
     }
 
-    /// Whether records are read with O_DIRECT: asked in [`ReadOptions::direct`], or
+    /// Whether records are read with O_DIRECT: asked in [`ReadOptions::direct`](crate::ReadOptions::direct), or
     /// chosen by `Auto` for a cold or larger-than-memory store.
     pub fn is_direct(&self) -> bool {
         self.inner.is_direct()

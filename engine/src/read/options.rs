@@ -199,8 +199,9 @@ impl ReadOptions {
     /// the CLI's `--read KEY=VALUE` give it: `backend`, `verify_checksums`,
     /// `threads`, `queue_depth`, `direct`, and the remote options as `remote.NAME`
     /// (`remote.config.KEY` for an object_store configuration key). Sizes take
-    /// units (`4k`, `64MiB`, `2G`: powers of 1024, see [`parse_size`]), durations are seconds, switches
-    /// `true` or `false`. The value is checked by the rule [`validate`] applies.
+    /// units (`4k`, `64MiB`, `2G`: powers of 1024, see
+    /// [`parse_size()`](crate::parse_size)), durations are seconds, switches `true` or
+    /// `false`. The value is checked by the rule [`validate`] applies.
     ///
     /// [`validate`]: ReadOptions::validate
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
