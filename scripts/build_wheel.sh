@@ -6,6 +6,7 @@
 # it, the sdist (maturin sdist), which pip compiles where no wheel fits.
 #
 #   bash scripts/build_wheel.sh [OUT_DIR]      # default: dist/
+#   bash scripts/build_wheel.sh --tools        # only make the build tools' environment
 #
 # The build tools (maturin, ziglang, auditwheel) go into a virtual environment of
 # their own, $ZRING_BUILD_VENV (default ~/.cache/zring/build-venv), never into the
@@ -20,6 +21,7 @@ if [ ! -x "$VENV/bin/maturin" ] || [ ! -x "$VENV/bin/auditwheel" ] || [ ! -x "$V
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet "maturin>=1.5,<2" ziglang auditwheel
 fi
+[ "$OUT" = --tools ] && exit 0
 mkdir -p "$OUT"
 rm -f "$OUT"/zring-*.whl "$OUT"/zring-*.tar.gz
 OUT_ABS=$(cd "$OUT" && pwd)

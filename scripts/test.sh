@@ -138,11 +138,8 @@ prepare_venvs() {
     "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "maturin>=1.5,<2" -r python/requirements-test.txt
     echo "$stamp" >"$VENV/.zring-stamp"
   fi
-  if [ "$QUICK" = 0 ] && { [ ! -x "$BUILD_VENV/bin/maturin" ] || [ ! -x "$BUILD_VENV/bin/auditwheel" ] ||
-    [ ! -x "$BUILD_VENV/bin/python-zig" ]; }; then
-    python3 -m venv "$BUILD_VENV"
-    "$BUILD_VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$BUILD_VENV/bin/python" -m pip install --quiet "maturin>=1.5,<2" ziglang auditwheel
+  if [ "$QUICK" = 0 ]; then
+    bash scripts/build_wheel.sh --tools
   fi
   echo "    virtual environments ready: $VENV${BUILD_VENV:+, $BUILD_VENV}"
 }
