@@ -25,7 +25,7 @@
 //!   [`ReadOptions::with_pool`] and [`WriteOptions::with_pool`]), re-exported from
 //!   zring-platform so an embedding program needs only this crate.
 //! - Errors: [`Error`] (with the details [`ArgumentError`], [`SchemaError`],
-//!   [`CodecError`], [`InternalError`], [`ObjectChange`], and [`EntryError`],
+//!   [`CodecError`], [`InternalError`], [`ObjectChange`], [`NoCredentials`], and [`EntryError`],
 //!   [`ParseBackendError`]; [`SharedError`] holds a poisoned writer's first error's
 //!   source) and [`Result`].
 //!
@@ -74,8 +74,8 @@ pub use dtype::DType;
 pub use entry::{Entry, EntryError, RecordCodec};
 pub use error::{
     AllocFailure, Allocation, ArgumentError, CodecError, Error, InternalError, ManifestProblem,
-    ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError, ShardMismatch, SharedError,
-    StoreMismatch, StoreProblem, UrlProblem,
+    NoCredentials, ObjectChange, RecordProblem, Result, SchemaError, SchemaJsonError,
+    ShardMismatch, SharedError, StoreMismatch, StoreProblem, UrlProblem,
 };
 pub use format::{BlockKind, SectionKind};
 pub use pending::Pending;

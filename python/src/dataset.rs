@@ -487,6 +487,17 @@ impl PyDatasetBuilder {
         PyList::new(py, items)
     }
 
+    /// The NumPy dtype of each field, in field order (an append converts new records
+    /// to them without opening the dataset's stores).
+    #[getter]
+    fn dtypes<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyArrayDescr>>> {
+        let fields = self.with(py, |b| Ok(b.fields().to_vec()))?;
+        fields
+            .iter()
+            .map(|f| dtype::to_numpy(py, f.schema.dtype))
+            .collect()
+    }
+
     /// The store paths (one per field, in field order) of new shard `shard`.
     fn shard_paths(&self, py: Python<'_>, shard: usize) -> PyResult<Vec<String>> {
         self.with(py, |b| {

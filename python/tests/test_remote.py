@@ -561,6 +561,8 @@ def test_expired_and_missing_credentials_are_errors_naming_the_url(s3: S3, tmp_p
     start = time.monotonic()
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and r.stdout.startswith("ERROR") and "creds/a.zr" in r.stdout, (r.stdout, r.stderr)
+    # It says what is missing, not only the metadata endpoint object_store then asks.
+    assert "no credentials are set" in r.stdout and "AWS_ACCESS_KEY_ID" in r.stdout, r.stdout
     assert time.monotonic() - start < 90
 
 
@@ -575,8 +577,14 @@ def test_write_dataset_publishes_at_a_url(s3: S3, tmp_path: Path) -> None:
     np.testing.assert_array_equal(again[[299]]["t"].to_arrays()[0], cols["t"][299])
     with pytest.raises(zring.StoreExistsError):
         zring.write_dataset(url, cols)
+    # An append reads the manifest for the schemas, not the stores: each version-1
+    # store is asked for once, by the open of the dataset the call returns.
+    s3.proxy.clear()
     more = zring.write_dataset(url, {k: v[:10] for k, v in cols.items()}, append=True)
     assert (more.version, len(more)) == (2, n + 10)
+    for store in ds.store_paths():
+        key = store.split(f"{BUCKET}/", 1)[1]
+        assert len(s3.proxy.gets(key)) == 1, (key, s3.proxy.gets(key))
 
 
 def test_convert_writes_each_split_under_a_url_prefix(s3: S3) -> None:

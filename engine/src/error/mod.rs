@@ -46,7 +46,7 @@ pub use argument::{ArgumentError, UrlProblem};
 pub use codec::CodecError;
 pub use internal::InternalError;
 pub use manifest::{ManifestProblem, ShardMismatch, StoreMismatch};
-pub use remote::ObjectChange;
+pub use remote::{NoCredentials, ObjectChange};
 pub use schema::{SchemaError, SchemaJsonError};
 pub use shared::SharedError;
 pub use store::{RecordProblem, StoreProblem};

@@ -50,3 +50,20 @@ impl std::error::Error for ObjectChange {
         }
     }
 }
+
+/// Why a request failed when no credentials were configured: object_store then asks
+/// the cloud's instance metadata service for them, and off the cloud that request
+/// fails with an error about the metadata endpoint, not about credentials. This
+/// says what was looked for first (the source of [`Error::Remote`](super::Error::Remote)
+/// in that case; the request's own error is its source).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no credentials are set (none of {looked_for} in the environment or the remote \
+     options), so they were asked of the instance metadata service: {source}"
+)]
+pub struct NoCredentials {
+    /// The settings that would have given credentials, as the user would set them.
+    pub looked_for: &'static str,
+    #[source]
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}

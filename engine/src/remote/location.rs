@@ -9,7 +9,7 @@ use object_store::{GetOptions, ObjectStore, ObjectStoreExt};
 
 use crate::error::{Result, UrlProblem};
 
-use super::object::{remote_err, Connector};
+use super::object::Connector;
 use super::options::RemoteOptions;
 use super::runtime;
 
@@ -65,7 +65,7 @@ impl ObjectDir {
         match runtime::run(async move { store.head(&location).await })? {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(remote_err(&conn.url, what, e)),
+            Err(e) => Err(conn.site().err(what, e)),
         }
     }
 
@@ -81,19 +81,19 @@ impl ObjectDir {
         let conn = self.object(rel)?;
         let store = conn.store()?;
         let location = conn.location.clone();
-        let url = conn.url.clone();
+        let site = conn.site();
         runtime::run(async move {
             let r = store
                 .get_opts(&location, GetOptions::default())
                 .await
-                .map_err(|e| remote_err(&url, what, e))?;
+                .map_err(|e| site.err(what, e))?;
             if r.meta.size > max {
                 return Ok(Err(TooLarge {
-                    url,
+                    url: site.url,
                     bytes: r.meta.size,
                 }));
             }
-            let bytes = r.bytes().await.map_err(|e| remote_err(&url, what, e))?;
+            let bytes = r.bytes().await.map_err(|e| site.err(what, e))?;
             Ok(Ok(bytes.to_vec()))
         })?
     }
@@ -106,12 +106,12 @@ impl ObjectDir {
         let conn = self.object(rel_dir)?;
         let store = conn.store()?;
         let prefix = conn.location.clone();
-        let url = conn.url.clone();
+        let site = conn.site();
         runtime::run(async move {
             let listed = store
                 .list_with_delimiter(Some(&prefix))
                 .await
-                .map_err(|e| remote_err(&url, what, e))?;
+                .map_err(|e| site.err(what, e))?;
             Ok(listed
                 .objects
                 .into_iter()
@@ -127,7 +127,7 @@ impl ObjectDir {
         let location = conn.location.clone();
         match runtime::run(async move { store.delete(&location).await })? {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(remote_err(&conn.url, what, e)),
+            Err(e) => Err(conn.site().err(what, e)),
         }
     }
 

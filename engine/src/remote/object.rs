@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::MicrosoftAzureBuilder;
 use object_store::gcp::GoogleCloudStorageBuilder;
 use object_store::http::HttpBuilder;
@@ -19,7 +19,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreScheme, RetryConfig};
 use url::Url;
 
-use crate::error::{ArgumentError, Error, ObjectChange, Result, UrlProblem};
+use crate::error::{ArgumentError, Error, NoCredentials, ObjectChange, Result, UrlProblem};
 
 use super::options::RemoteOptions;
 
@@ -39,6 +39,89 @@ pub struct Connector {
     pub(crate) location: ObjectPath,
     /// The URL, for messages.
     pub(crate) url: PathBuf,
+    credentials: Credentials,
+}
+
+/// Where a client's credentials come from, as far as its errors need to say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Credentials {
+    /// Configured (keys, a token file, a container endpoint), unsigned requests, or a
+    /// service whose errors already name what is missing.
+    Set,
+    /// None configured for S3: object_store asks the instance metadata service, whose
+    /// failure off the cloud names its endpoint, not the missing credentials.
+    InstanceMetadata,
+}
+
+/// The S3 settings that give credentials, as an error that found none lists them.
+const S3_CREDENTIALS: &str = "AWS_ACCESS_KEY_ID with AWS_SECRET_ACCESS_KEY, \
+    AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN, AWS_CONTAINER_CREDENTIALS_RELATIVE_URI";
+
+/// Whether the S3 client of `url` has credentials configured (the environment, then
+/// the caller's config keys), by object_store's own order of credential sources
+/// (`AmazonS3Builder::build`): static keys, web identity, container credentials,
+/// else the instance metadata service.
+fn s3_credentials(url: &str, opts: &RemoteOptions) -> Credentials {
+    let Ok(b) = configure(
+        url,
+        AmazonS3Builder::from_env(),
+        &opts.config,
+        AmazonS3Builder::with_config,
+    ) else {
+        // A bad key: building the client reports it.
+        return Credentials::Set;
+    };
+    let has = |k: AmazonS3ConfigKey| b.get_config_value(&k).is_some_and(|v| !v.is_empty());
+    let unsigned = b
+        .get_config_value(&AmazonS3ConfigKey::SkipSignature)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let set = unsigned
+        || has(AmazonS3ConfigKey::AccessKeyId)
+        || has(AmazonS3ConfigKey::SecretAccessKey)
+        || (has(AmazonS3ConfigKey::WebIdentityTokenFile) && has(AmazonS3ConfigKey::RoleArn))
+        || has(AmazonS3ConfigKey::ContainerCredentialsRelativeUri)
+        || (has(AmazonS3ConfigKey::ContainerCredentialsFullUri)
+            && has(AmazonS3ConfigKey::ContainerAuthorizationTokenFile));
+    if set {
+        Credentials::Set
+    } else {
+        Credentials::InstanceMetadata
+    }
+}
+
+/// What names a failed request of one object in its error: the URL, and where
+/// credentials were to come from.
+#[derive(Clone, Debug)]
+pub(crate) struct ErrorSite {
+    pub(crate) url: PathBuf,
+    credentials: Credentials,
+}
+
+impl ErrorSite {
+    /// `e`, from doing `what`, as the engine's error ([`remote_err`]); when no
+    /// credentials were configured, its source says so first ([`NoCredentials`]).
+    pub(crate) fn err(&self, what: &'static str, e: object_store::Error) -> Error {
+        match (self.credentials, remote_err(&self.url, what, e)) {
+            (
+                Credentials::InstanceMetadata,
+                Error::Remote {
+                    url,
+                    what,
+                    kind: io::ErrorKind::Other,
+                    source,
+                },
+            ) => Error::Remote {
+                url,
+                what,
+                kind: io::ErrorKind::Other,
+                source: Box::new(NoCredentials {
+                    looked_for: S3_CREDENTIALS,
+                    source,
+                }),
+            },
+            (_, err) => err,
+        }
+    }
 }
 
 impl fmt::Debug for Connector {
@@ -52,11 +135,18 @@ impl fmt::Debug for Connector {
 impl Connector {
     /// The client of the object at `url` (credentials from the environment).
     pub fn from_url(url: &str, opts: &RemoteOptions) -> Result<Self> {
-        let (_, location) = parse(url)?;
+        let (scheme, location) = parse(url)?;
+        let credentials = match scheme {
+            ObjectStoreScheme::AmazonS3 => s3_credentials(url, opts),
+            _ => Credentials::Set,
+        };
         let owned = url.to_string();
         let opts = opts.clone();
         let make = move || build(&owned, &opts);
-        Ok(Self::with(url, location, Arc::new(make)))
+        Ok(Self {
+            credentials,
+            ..Self::with(url, location, Arc::new(make))
+        })
     }
 
     /// A client over an existing object store (tests wrap one to count or fail
@@ -71,6 +161,15 @@ impl Connector {
             current: Arc::new(Mutex::new(None)),
             location,
             url: PathBuf::from(url),
+            credentials: Credentials::Set,
+        }
+    }
+
+    /// What names this object's failed requests.
+    pub(crate) fn site(&self) -> ErrorSite {
+        ErrorSite {
+            url: self.url.clone(),
+            credentials: self.credentials,
         }
     }
 
@@ -81,6 +180,7 @@ impl Connector {
             current: self.current.clone(),
             location,
             url: PathBuf::from(url),
+            credentials: self.credentials,
         }
     }
 
@@ -311,5 +411,65 @@ impl Counters {
             whole_fetches: 0,
             whole_hits: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic() -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: "error sending request for url (http://169.254.169.254/latest/api/token)"
+                .into(),
+        }
+    }
+
+    #[test]
+    fn keys_in_the_options_are_credentials() {
+        let opts = RemoteOptions::default()
+            .config([("aws_access_key_id", "k"), ("aws_secret_access_key", "s")]);
+        assert_eq!(s3_credentials("s3://b/k", &opts), Credentials::Set);
+        let unsigned = RemoteOptions::default().config([("aws_skip_signature", "true")]);
+        assert_eq!(s3_credentials("s3://b/k", &unsigned), Credentials::Set);
+    }
+
+    #[test]
+    fn a_request_without_credentials_says_none_were_set() {
+        let site = ErrorSite {
+            url: PathBuf::from("s3://b/k.zr"),
+            credentials: Credentials::InstanceMetadata,
+        };
+        let err = site.err("opening the store", generic());
+        let text = err.to_string();
+        assert!(text.starts_with("s3://b/k.zr: opening the store failed: no credentials are set (none of AWS_ACCESS_KEY_ID"), "{text}");
+        assert!(text.contains("169.254.169.254"), "{text}");
+        let inner = std::error::Error::source(&err).expect("a source");
+        assert!(inner.downcast_ref::<NoCredentials>().is_some());
+        // Not found and refused keep their kind and say nothing of credentials.
+        let missing = site.err(
+            "opening the store",
+            object_store::Error::NotFound {
+                path: "k.zr".into(),
+                source: "404".into(),
+            },
+        );
+        assert!(matches!(
+            missing,
+            Error::Remote {
+                kind: io::ErrorKind::NotFound,
+                ..
+            }
+        ));
+        assert!(!missing.to_string().contains("no credentials"));
+        let configured = ErrorSite {
+            credentials: Credentials::Set,
+            ..site
+        };
+        assert!(!configured
+            .err("opening the store", generic())
+            .to_string()
+            .contains("no credentials"));
     }
 }

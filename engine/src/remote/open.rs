@@ -12,7 +12,7 @@ use crate::error::Result;
 
 use super::cache::Cache;
 use super::fetch::{RemoteSource, Version};
-use super::object::{remote_err, Connector};
+use super::object::Connector;
 use super::options::RemoteOptions;
 use super::runtime;
 
@@ -24,7 +24,7 @@ pub(crate) const TAIL: u64 = 256 << 10;
 pub(crate) fn fetch_tail(conn: &Connector) -> Result<(Version, Vec<u8>)> {
     let store = conn.store()?;
     let location = conn.location.clone();
-    let url = conn.url.clone();
+    let site = conn.site();
     runtime::run(async move {
         let suffix = GetOptions {
             range: Some(GetRange::Suffix(TAIL)),
@@ -36,7 +36,7 @@ pub(crate) fn fetch_tail(conn: &Connector) -> Result<(Version, Vec<u8>)> {
                 let head = store
                     .head(&location)
                     .await
-                    .map_err(|e| remote_err(&url, "opening the store", e))?;
+                    .map_err(|e| site.err("opening the store", e))?;
                 let bounded = GetOptions {
                     range: Some(GetRange::Bounded(head.size.saturating_sub(TAIL)..head.size)),
                     ..GetOptions::default()
@@ -45,12 +45,12 @@ pub(crate) fn fetch_tail(conn: &Connector) -> Result<(Version, Vec<u8>)> {
             }
             other => other,
         }
-        .map_err(|e| remote_err(&url, "opening the store", e))?;
+        .map_err(|e| site.err("opening the store", e))?;
         let version = Version::of(&r.meta);
         let bytes = r
             .bytes()
             .await
-            .map_err(|e| remote_err(&url, "opening the store", e))?;
+            .map_err(|e| site.err("opening the store", e))?;
         Ok((version, bytes.to_vec()))
     })?
 }

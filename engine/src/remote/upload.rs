@@ -18,7 +18,7 @@ use object_store::{
 
 use crate::error::{Error, Result};
 
-use super::object::{remote_err, Connector};
+use super::object::Connector;
 use super::options::RemoteOptions;
 use super::runtime;
 
@@ -30,12 +30,12 @@ const PARTS_IN_FLIGHT: usize = 8;
 /// Whether an object exists at `conn`'s location.
 pub(crate) fn exists(conn: &Connector) -> Result<bool> {
     let store = conn.store()?;
-    let (location, url) = (conn.location.clone(), conn.url.clone());
+    let (location, site) = (conn.location.clone(), conn.site());
     runtime::run(async move {
         match store.head(&location).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(remote_err(url, "checking the destination", e)),
+            Err(e) => Err(site.err("checking the destination", e)),
         }
     })?
 }
@@ -63,7 +63,7 @@ pub(crate) fn put(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<b
     match put {
         Ok(_) => Ok(true),
         Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(remote_err(conn.url.clone(), "uploading", e)),
+        Err(e) => Err(conn.site().err("uploading", e)),
     }
 }
 
@@ -131,7 +131,7 @@ pub(crate) fn upload(
     match done {
         Ok(_) => Ok(()),
         Err(UploadError::Local(e)) => Err(io("reading the staged store", e)),
-        Err(UploadError::Remote(e)) => Err(remote_err(conn.url.clone(), "uploading the store", e)),
+        Err(UploadError::Remote(e)) => Err(conn.site().err("uploading the store", e)),
     }
 }
 

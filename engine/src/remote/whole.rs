@@ -38,7 +38,7 @@ use crate::format::BLOCK;
 
 use super::cache::{Cache, TEMP_PREFIX};
 use super::fetch::{RemoteSource, Version};
-use super::object::{remote_err, Connector, RemoteStats};
+use super::object::{Connector, RemoteStats};
 use super::options::{CacheOptions, RemoteOptions};
 use super::runtime;
 
@@ -123,12 +123,12 @@ pub(crate) fn open<T>(
 fn head(conn: &Connector) -> Result<ObjectMeta> {
     let store = conn.store()?;
     let location = conn.location.clone();
-    let url = conn.url.clone();
+    let site = conn.site();
     runtime::run(async move {
         store
             .head(&location)
             .await
-            .map_err(|e| remote_err(&url, "opening the store", e))
+            .map_err(|e| site.err("opening the store", e))
     })?
 }
 

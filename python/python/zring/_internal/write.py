@@ -138,17 +138,20 @@ class FieldSpec:
 def dataset_specs(path: str | os.PathLike[str]) -> dict[str, FieldSpec]:
     """The field schemas of the dataset at ``path`` (a directory or URL), in field
     order: what records appended to it are converted to, whatever a new batch alone
-    would infer (Python floats are float64, a dataset's field may be float32)."""
-    from .dataset import open_dataset
+    would infer (Python floats are float64, a dataset's field may be float32). Reads
+    the manifest only, not the stores (at a URL, one GET)."""
+    return builder_specs(_DatasetBuilder(str(path), [], append=True))
 
-    ds = open_dataset(path)
+
+def builder_specs(builder: _DatasetBuilder) -> dict[str, FieldSpec]:
+    """The field schemas of the dataset ``builder`` appends to (see dataset_specs)."""
     out: dict[str, FieldSpec] = {}
-    for f in ds.schema:
+    for f, dtype in zip(builder.fields, builder.dtypes):
         name = f["name"]
         if f["layout"] == "dense":
-            out[name] = FieldSpec(ds.dtype(name), f["item_shape"], metadata=f["metadata"])
+            out[name] = FieldSpec(dtype, f["item_shape"], metadata=f["metadata"])
         else:
-            out[name] = FieldSpec(ds.dtype(name), ragged=True, ndim=f["ndim"], metadata=f["metadata"])
+            out[name] = FieldSpec(dtype, ragged=True, ndim=f["ndim"], metadata=f["metadata"])
     return out
 
 
@@ -688,9 +691,10 @@ def write_dataset(
     src = _Source(source, fields, batch_records)
     caller_gave = bool(src.given)
     if append:
-        # Opened first: the dataset's schemas are the new records' (see dataset_specs).
+        # Its manifest read first: the dataset's schemas are the new records' (see
+        # dataset_specs).
         builder = _DatasetBuilder(str(path), [], append=True)
-        src.given = with_dataset_specs(src.given, dataset_specs(path))
+        src.given = with_dataset_specs(src.given, builder_specs(builder))
     it = iter(src)
     first = next(it, None)
     if first is None:
