@@ -322,6 +322,7 @@ class _Loader:
         *,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 536870912,
+        decode: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> list[Any]: ...
@@ -396,6 +397,15 @@ class _Dataset:
     def gather(
         self, idx: RecordIndex | RecordIndices, fields: str | Sequence[str] | None = None
     ) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
+    def _gather_decoded(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None,
+        decode: Mapping[str, Mapping[str, Any]],
+        epoch: int = 0,
+    ) -> tuple[
+        dict[str, npt.NDArray[Any] | RaggedBatch], list[int], list[int], list[tuple[int, int]]
+    ]: ...
     def verify(self) -> None: ...
     def field(self, name: str) -> _DatasetField: ...
 
@@ -473,6 +483,13 @@ def _unpickle_store(
 def cli_main(argv: Sequence[str | bytes]) -> int: ...
 def _collect_garbage(path: StrPath, keep: int = 1, dry_run: bool = False) -> dict[str, Any]: ...
 def _buffer_pool_stats() -> dict[str, int]: ...
+def _decode_images(
+    sources: Sequence[_Store | _DatasetField],
+    names: Sequence[str],
+    idx: RecordIndex | RecordIndices,
+    specs: Sequence[Mapping[str, Any]],
+    epoch: int = 0,
+) -> tuple[list[npt.NDArray[np.uint8]], list[int], list[int], list[tuple[int, int]]]: ...
 
 @final
 class _PublishHold:
