@@ -53,6 +53,7 @@ __all__ = [
     "parse_size",
     "_share_threads",
     "_buffer_pool_stats",
+    "_decode_images",
     "_hold_publish",
     "_PublishHold",
     "_bench_gather",
