@@ -246,6 +246,14 @@ def test_image_folder_keeps_bytes_or_decodes_to_a_fixed_size(tmp_path):
     assert json.loads(ds.field_schemas["label"]["metadata"]["classes"]) == ["cat", "dog"]
     assert ds[7]["image"] == (root / "dog" / "2.png").read_bytes()
     assert int(ds[7]["label"]) == 1
+    # The format is recorded for the read-side decode, and `zring info` shows it.
+    assert ds.field_schemas["image"]["metadata"]["zring.image"] == "png"
+    info = subprocess.run([zring_command(), "info", str(tmp_path / "enc")],
+                          capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    assert "zring.image=png" in info.stdout
+    pixels = ds.gather([0, 9], decode={"image": zring.decode.Image(size=(4, 5), crop="full")})["image"]
+    assert (pixels[0] == [255, 0, 0]).all() and (pixels[1] == [0, 0, 255]).all()
     r = run_cli("imagefolder", root, tmp_path / "dec", "--decode", "4x5")
     assert r.returncode == 0, r.stderr
     dec = zring.open_dataset(tmp_path / "dec")
@@ -269,6 +277,7 @@ def test_webdataset_shards_with_labels_from_the_tar(tmp_path):
     from PIL import Image
 
     assert Image.open(io.BytesIO(rec["png"])).getpixel((0, 0)) == (160, 0, 0)
+    assert ds.field_schemas["png"]["metadata"]["zring.image"] == "png"
     r = run_cli("webdataset", tmp_path / "shard-0.tar", tmp_path / "wd", "--decode", "3")
     assert r.returncode == 0, r.stderr
     dec = zring.open_dataset(tmp_path / "wd")
