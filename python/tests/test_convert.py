@@ -374,3 +374,36 @@ def test_peak_rss_does_not_grow_with_the_input(tmp_path, fmt):
     spread = max(max(r) - min(r) for r in runs.values())
     margin = 0.45 * extra_mib + spread
     assert rss[160_000] <= rss[40_000] + margin, (runs, margin)
+
+
+def test_image_columns_of_tables_record_their_format(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    def jpeg(color):
+        out = io.BytesIO()
+        Image.new("RGB", (6, 4), color).save(out, format="JPEG")
+        return out.getvalue()
+
+    table = pa.table({
+        "photo": [jpeg((200, 0, 0)), jpeg((0, 200, 0))],
+        "blob": [b"not an image", b"x"],
+    })
+    pq.write_table(table, tmp_path / "t.parquet")
+    ds = zd.from_parquet(tmp_path / "t.parquet", tmp_path / "pq")
+    assert ds.field_schemas["photo"]["metadata"]["zring.image"] == "jpeg"
+    assert "zring.image" not in ds.field_schemas["blob"]["metadata"]
+    px = ds.gather([0, 1], decode={"photo": zring.decode.Image(size=(4, 6), crop="full")})["photo"]
+    assert abs(int(px[0, 2, 3, 0]) - 200) < 8 and abs(int(px[1, 2, 3, 1]) - 200) < 8
+
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    hf = datasets.Dataset.from_dict(
+        {"image": [Image.new("RGB", (5, 5), (0, 0, 255))] * 3, "label": [0, 1, 2]}, features=features
+    )
+    ds = zd.from_hf(hf, tmp_path / "hf")
+    assert ds.field_schemas["image"]["metadata"]["zring.image"] == "png"
+    px = ds.gather([2], decode={"image": zring.decode.Image(size=(5, 5), crop="full")})["image"]
+    assert (px[0] == [0, 0, 255]).all()
