@@ -107,6 +107,25 @@ class Dataset(_Dataset):
         for i in range(len(self)):
             yield self[i]
 
+    # Without decode, what the native gather returns; with it, a Decoded dict.
+    @overload
+    def gather(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None = None,
+        *,
+        decode: None = None,
+        epoch: int = 0,
+    ) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
+    @overload
+    def gather(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None = None,
+        *,
+        decode: Mapping[str, Image],
+        epoch: int = 0,
+    ) -> Decoded: ...
     def gather(  # adds keyword-only decode and epoch to the native gather
         self,
         idx: RecordIndex | RecordIndices,
@@ -114,7 +133,7 @@ class Dataset(_Dataset):
         *,
         decode: Mapping[str, Image] | None = None,
         epoch: int = 0,
-    ) -> dict[str, npt.NDArray[Any] | RaggedBatch]:
+    ) -> dict[str, npt.NDArray[Any] | RaggedBatch] | Decoded:
         """Records ``idx`` of ``fields`` (a name, a list of names, or all) in one
         parallel read: ``{name: ndarray | RaggedBatch}``.
 
@@ -125,8 +144,6 @@ class Dataset(_Dataset):
         then a :class:`zring.decode.Decoded`, which also tells the records kept
         (``on_error="skip"`` leaves bad ones out of every field).
         """
-        if decode is None:
-            return super().gather(idx, fields)
         specs = _specs(decode)
         if not specs:
             return super().gather(idx, fields)
