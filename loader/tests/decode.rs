@@ -141,16 +141,22 @@ fn a_batch_equals_direct_decodes_with_one_and_two_threads() {
             &ids,
             3,
         );
-        assert_eq!(one, two, "1 and 2 threads differ");
+        assert!(one == two, "1 and 2 threads differ");
         for (k, &id) in ids.iter().enumerate() {
             let want = direct(&spec, &encoded[id as usize], 3, id);
             let got = &one[k * spec.out_bytes()..(k + 1) * spec.out_bytes()];
-            assert_eq!(got, want.as_slice(), "record {id} in slot {k}");
+            assert!(
+                got == want.as_slice(),
+                "record {id} in slot {k}: pixels differ"
+            );
         }
         // Another epoch crops differently; the same epoch again does not.
         let other = decode_with(&Pool::inline(), &store, &decode, &ids, 4);
-        assert_ne!(one, other);
-        assert_eq!(one, decode_with(&Pool::inline(), &store, &decode, &ids, 3));
+        assert!(one != other, "another epoch gave the same crops");
+        assert!(
+            one == decode_with(&Pool::inline(), &store, &decode, &ids, 3),
+            "a repeat differs"
+        );
     }
 }
 
@@ -229,15 +235,18 @@ fn the_loader_decodes_with_the_steps_epoch_whatever_the_workers_and_on_resume() 
     // 3 steps per epoch: 7 steps cross two epoch boundaries.
     let one = run_loader(&img, &labels, &decode, 1, 0, 7);
     let two = run_loader(&img, &labels, &decode, 2, 0, 7);
-    assert_eq!(one, two, "1 and 2 workers differ");
+    assert!(one == two, "1 and 2 workers differ");
     let resumed = run_loader(&img, &labels, &decode, 2, 4, 3);
-    assert_eq!(&one[4..], resumed.as_slice(), "a resumed run differs");
+    assert!(one[4..] == resumed[..], "a resumed run differs");
     for (step, (labels, pixels)) in one.iter().enumerate() {
         let epoch = step as u64 / 3;
         for (k, &id) in labels.iter().enumerate() {
             let want = direct(&spec, &encoded[id as usize], epoch, u64::from(id));
             let got = &pixels[k * spec.out_bytes()..(k + 1) * spec.out_bytes()];
-            assert_eq!(got, want.as_slice(), "step {step}, record {id}");
+            assert!(
+                got == want.as_slice(),
+                "step {step}, record {id}: pixels differ"
+            );
         }
     }
 }
@@ -285,9 +294,9 @@ fn bad_records_raise_naming_the_store_and_record_or_are_skipped_or_substituted()
     assert_eq!(decoded.indices, kept);
     for (k, &id) in kept.iter().enumerate() {
         let want = direct(&spec, &encoded[id as usize], 0, id);
-        assert_eq!(
-            &out[k * spec.out_bytes()..(k + 1) * spec.out_bytes()],
-            want.as_slice()
+        assert!(
+            out[k * spec.out_bytes()..(k + 1) * spec.out_bytes()] == want[..],
+            "record {id}: pixels differ"
         );
     }
 
@@ -342,9 +351,9 @@ fn bad_records_raise_naming_the_store_and_record_or_are_skipped_or_substituted()
         let slot = bad as usize;
         assert_eq!(got_labels[slot], good as u32, "the label follows the image");
         let want = direct(&spec, &encoded[good as usize], 0, good);
-        assert_eq!(
-            &pixels[slot * spec.out_bytes()..(slot + 1) * spec.out_bytes()],
-            want.as_slice()
+        assert!(
+            pixels[slot * spec.out_bytes()..(slot + 1) * spec.out_bytes()] == want[..],
+            "substitute {good}: pixels differ"
         );
     }
     assert_eq!(
