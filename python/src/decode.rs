@@ -134,11 +134,26 @@ pub(crate) fn _decode_images<'py>(
             .map_err(|e| decode_error(py, e))?;
         fields.push((records, image));
     }
-    let len = fields[0].0.len();
-    let sel = crate::index::select(idx, len)?;
-    let ids = sel.ids();
+    let sel = crate::index::select(idx, fields[0].0.len())?;
+    let (arrays, decoded) = decode_arrays(py, &fields, sel.ids(), epoch)?;
+    Ok((
+        arrays,
+        decoded.indices,
+        decoded.skipped,
+        decoded.substituted,
+    ))
+}
+
+/// Decodes records `ids` of every `(records, decode)` for `epoch` on the engine's
+/// pool (without the GIL) into one `uint8` pixel array per source, `(kept, *shape)`.
+pub(crate) fn decode_arrays<'py>(
+    py: Python<'py>,
+    fields: &[(zring_loader::Source, ImageDecode)],
+    ids: &[u64],
+    epoch: u64,
+) -> PyResult<(Vec<Bound<'py, PyAny>>, zring_loader::Decoded)> {
     let mut bufs = Vec::with_capacity(fields.len());
-    for (_, image) in &fields {
+    for (_, image) in fields {
         let n = ids.len().saturating_mul(image.out_bytes());
         let buf = crate::buffer::acquire(n).map_err(|e| {
             pyo3::exceptions::PyMemoryError::new_err(format!(
@@ -175,10 +190,5 @@ pub(crate) fn _decode_images<'py>(
         let shape: Vec<usize> = std::iter::once(kept).chain(image.item_shape()).collect();
         arrays.push(crate::buffer::array_over(py, buf, &descr, &shape)?);
     }
-    Ok((
-        arrays,
-        decoded.indices,
-        decoded.skipped,
-        decoded.substituted,
-    ))
+    Ok((arrays, decoded))
 }

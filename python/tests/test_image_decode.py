@@ -238,3 +238,23 @@ def test_torch_and_jax_adapters_pass_decode_through(tmp_path, images):
     np.testing.assert_array_equal(np.asarray(src.read([4, 1])["image"]), want)
     first = next(zj.batches(src, 4, seed=1, epochs=1, rank=0, world_size=1))
     assert first["image"].shape == (4, 16, 16, 3)
+
+
+def test_a_store_of_encoded_images_decodes_in_its_gather(tmp_path, images):
+    path = str(tmp_path / "img.zr")
+    with zring.RaggedWriter(path, "uint8", ndim=1) as w:
+        w.append([np.frombuffer(b, dtype=np.uint8) for b in images[:6]])
+    store = zring.RaggedStore(path)
+    spec = Image(size=(12, 16), crop="random_resized", seed=4)
+    pixels = store.gather([4, 1], decode=spec, epoch=2)
+    assert pixels.shape == (2, 12, 16, 3) and pixels.dtype == np.uint8
+    ds = write(tmp_path, images[:6])
+    np.testing.assert_array_equal(pixels, ds.gather([4, 1], decode={"image": spec}, epoch=2)["image"])
+    # The framework adapters decode a store given as a field too.
+    import zring._internal.frameworks as fw
+
+    out, n = fw.read_fields({"image": store}, np.array([4, 1]), {"image": spec}, 2)
+    assert n == 2
+    np.testing.assert_array_equal(out["image"], pixels)
+    with pytest.raises(zring.InvalidArgumentError, match="Dataset.gather"):
+        store.gather([0], decode=Image(size=(8, 8), on_error="skip"))

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 
 from ._internal.ragged import RaggedBatch
+from .decode import Image as _Image
 from .types import (
     ArrayInput,
     BackendName,
@@ -144,9 +145,16 @@ class RaggedStore(_Store):
     def __getitem__(self, key: RecordIndex, /) -> npt.NDArray[Any]: ...
     @overload
     def __getitem__(self, key: RecordIndices, /) -> RaggedBatch: ...
+    @overload
     def gather(
-        self, idx: RecordIndex | RecordIndices, out: npt.NDArray[Any] | None = None
+        self, idx: RecordIndex | RecordIndices, out: npt.NDArray[Any] | None = None,
+        *, decode: None = None, epoch: int = 0,
     ) -> RaggedBatch: ...
+    @overload
+    def gather(
+        self, idx: RecordIndex | RecordIndices, out: None = None,
+        *, decode: _Image, epoch: int = 0,
+    ) -> npt.NDArray[np.uint8]: ...
 
 @final
 class StoreIter:
