@@ -258,3 +258,34 @@ def test_a_store_of_encoded_images_decodes_in_its_gather(tmp_path, images):
     np.testing.assert_array_equal(out["image"], pixels)
     with pytest.raises(zring.InvalidArgumentError, match="Dataset.gather"):
         store.gather([0], decode=Image(size=(8, 8), on_error="skip"))
+
+
+CHILD = """
+import hashlib, sys, zring
+from zring.decode import Image
+ds = zring.Dataset(sys.argv[1])
+spec = Image(size=(16, 16), crop="random_resized", flip=True, seed=5)
+plan = zring.Sampler(len(ds), 4, "cyclic", seed=9)
+h = hashlib.sha256()
+with zring.Loader(ds, plan, workers=2, decode={"image": spec}) as loader:
+    for _, step in zip(range(8), loader):
+        h.update(step[0]["image"].tobytes())
+        h.update(step[0]["label"].tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_the_engines_thread_count_does_not_change_the_pixels(tmp_path, images):
+    import os
+    import subprocess
+    import sys
+
+    write(tmp_path, images)
+    digests = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, ZRING_THREADS=threads)
+        r = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "ds")], env=env,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        digests.append(r.stdout.strip())
+    assert digests[0] == digests[1]
