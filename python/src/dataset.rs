@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use zring_engine::dataset::{Dataset, DatasetBuilder, DatasetField, FieldDest};
-use zring_engine::{DType, Layout, Never, RaggedLayout, Schema};
+use zring_engine::{DType, Layout, RaggedLayout, Schema};
 use zring_loader::{decode_images, ImageDecode, ImageField};
 use zring_platform::{Pool, PooledBuf};
 
@@ -400,20 +400,27 @@ impl PyDataset {
                 .map_err(|e| e.into_py(py))?;
             bufs.push(buf);
         }
-        let decoded = py
-            .detach(|| {
-                let mut dests: Vec<ImageField<'_>> = images
-                    .iter()
-                    .zip(bufs.iter_mut())
-                    .map(|((_, field, image), buf)| ImageField {
-                        records: field,
-                        decode: image,
-                        out: &mut buf[..],
-                    })
-                    .collect();
-                decode_images(&mut dests, ids, epoch, Pool::global(), &Never)
-            })
-            .map_err(|e| decode::decode_error(py, e))?;
+        // Ctrl-C stops the decode between records (see `interrupt::read`).
+        let mut decoded = None;
+        interrupt::read(py, |stop| {
+            let mut dests: Vec<ImageField<'_>> = images
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|((_, field, image), buf)| ImageField {
+                    records: field,
+                    decode: image,
+                    out: &mut buf[..],
+                })
+                .collect();
+            decoded = Some(decode_images(&mut dests, ids, epoch, Pool::global(), stop)?);
+            Ok(())
+        })
+        .map_err(|halt| match halt {
+            interrupt::Halt::Failed(e) => decode::decode_error(py, e),
+            interrupt::Halt::Signal(e) => e,
+        })?;
+        let decoded = decoded
+            .ok_or_else(|| errors::INVALID.err(py, "internal: the decode returned nothing"))?;
         let kept = &decoded.indices;
         if one && kept.is_empty() {
             return Err(errors::IMAGE.err(

@@ -162,26 +162,33 @@ pub(crate) fn decode_arrays<'py>(
         })?;
         bufs.push(buf);
     }
-    let decoded = py
-        .detach(|| {
-            let mut dests: Vec<zring_loader::ImageField<'_>> = fields
-                .iter()
-                .zip(bufs.iter_mut())
-                .map(|((records, image), buf)| zring_loader::ImageField {
-                    records: &**records,
-                    decode: image,
-                    out: &mut buf[..],
-                })
-                .collect();
-            zring_loader::decode_images(
-                &mut dests,
-                ids,
-                epoch,
-                zring_platform::Pool::global(),
-                &zring_engine::Never,
-            )
-        })
-        .map_err(|e| decode_error(py, e))?;
+    // Ctrl-C stops the decode between records (see `interrupt::read`).
+    let mut decoded = None;
+    crate::interrupt::read(py, |stop| {
+        let mut dests: Vec<zring_loader::ImageField<'_>> = fields
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|((records, image), buf)| zring_loader::ImageField {
+                records: &**records,
+                decode: image,
+                out: &mut buf[..],
+            })
+            .collect();
+        decoded = Some(zring_loader::decode_images(
+            &mut dests,
+            ids,
+            epoch,
+            zring_platform::Pool::global(),
+            stop,
+        )?);
+        Ok(())
+    })
+    .map_err(|halt| match halt {
+        crate::interrupt::Halt::Failed(e) => decode_error(py, e),
+        crate::interrupt::Halt::Signal(e) => e,
+    })?;
+    let decoded =
+        decoded.ok_or_else(|| errors::INVALID.err(py, "internal: the decode returned nothing"))?;
     let kept = decoded.indices.len();
     let descr = crate::dtype::to_numpy(py, zring_engine::DType::U8)?;
     let mut arrays = Vec::with_capacity(bufs.len());

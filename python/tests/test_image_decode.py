@@ -289,3 +289,49 @@ def test_the_engines_thread_count_does_not_change_the_pixels(tmp_path, images):
         assert r.returncode == 0, r.stderr
         digests.append(r.stdout.strip())
     assert digests[0] == digests[1]
+
+
+INTERRUPT_CHILD = """
+import io, os, signal, sys, threading, time
+import numpy as np
+from PIL import Image as PILImage
+import zring
+from zring.decode import Image
+
+x = np.linspace(0, 255, 1600, dtype=np.uint8)
+rgb = np.stack([np.tile(x, (1200, 1)), np.tile(x[:1200, None], (1, 1600)), np.zeros((1200, 1600), np.uint8)], -1)
+buf = io.BytesIO()
+PILImage.fromarray(rgb).save(buf, format="JPEG")
+n = int(sys.argv[2])
+zring.write_dataset(sys.argv[1], {"image": [buf.getvalue()] * n})
+ds = zring.Dataset(sys.argv[1])
+
+def interrupt():
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt, daemon=True).start()
+start = time.monotonic()
+try:
+    ds.gather(np.arange(n), decode={"image": Image(size=(64, 64))})
+    print("finished", time.monotonic() - start)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic() - start)
+"""
+
+
+def test_ctrl_c_stops_a_long_decode(tmp_path):
+    import subprocess
+    import sys
+
+    # Enough images that the decode takes seconds; more on a machine that was faster.
+    for n in (400, 1600):
+        r = subprocess.run([sys.executable, "-c", INTERRUPT_CHILD, str(tmp_path / f"big{n}"), str(n)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        outcome, seconds = r.stdout.split()
+        if outcome == "interrupted":
+            # The signal came at 0.5 s; the decode stops between records.
+            assert float(seconds) < 2.5, r.stdout
+            return
+    pytest.fail(f"the decode was never interrupted: {r.stdout}")
