@@ -21,6 +21,10 @@ thread_local! {
     /// This thread's decoders, one per spec, reused batch to batch: the decoded
     /// source pixels and the resizer's buffers are the per-core scratch.
     static DECODERS: RefCell<Vec<ImageDecoder>> = const { RefCell::new(Vec::new()) };
+    /// The encoded records of the batches this thread gathers, reused batch to
+    /// batch under the platform's keep policy, so a steady loader allocates no
+    /// encoded-bytes buffer per step.
+    static GATHERED: RefCell<Gathered> = RefCell::new(Gathered::default());
 }
 
 /// One image field of a batch: where its encoded records are, how they decode,
@@ -77,17 +81,82 @@ pub fn decode_images(
     let n = indices.len();
     let mut current = indices.to_vec();
     let mut alive = vec![true; n];
-    let mut tries = vec![0u32; n];
     let mut substituted = Vec::new();
+    // This thread's gather scratch, taken out for the batch (a nested call on the
+    // same thread, which cannot happen, would start from an empty one).
+    let mut scratch = GATHERED
+        .with(|g| g.try_borrow_mut().map(|mut g| std::mem::take(&mut *g)))
+        .unwrap_or_default();
+    let resolved = resolve(
+        fields,
+        indices,
+        epoch,
+        pool,
+        stop,
+        &mut scratch,
+        &mut current,
+        &mut alive,
+    );
+    // Kept for the next batch unless it grew past the platform's keep limit.
+    if !scratch_oversized(scratch.bytes.capacity()) {
+        GATHERED.with(|g| {
+            if let Ok(mut g) = g.try_borrow_mut() {
+                *g = scratch;
+            }
+        });
+    }
+    resolved?;
+    for (slot, (&asked, &got)) in indices.iter().zip(&current).enumerate() {
+        if alive[slot] && asked != got {
+            substituted.push((asked, got));
+        }
+    }
+    let skipped = (0..n).filter(|&s| !alive[s]).map(|s| indices[s]).collect();
+    let mut kept = Vec::with_capacity(n);
+    for (slot, &record) in current.iter().enumerate() {
+        if alive[slot] {
+            let to = kept.len();
+            if to != slot {
+                for field in fields.iter_mut() {
+                    let width = field.decode.out_bytes();
+                    field
+                        .out
+                        .copy_within(slot * width..(slot + 1) * width, to * width);
+                }
+            }
+            kept.push(record);
+        }
+    }
+    Ok(Decoded {
+        indices: kept,
+        skipped,
+        substituted,
+    })
+}
+
+/// Decodes every field's slots until no slot is left to (re)decode: failures are
+/// handled by their field's policy, and substituted slots are decoded again, in
+/// every field, for their new record. `current` ends as the records decoded, and
+/// `alive` false for the skipped slots.
+#[allow(clippy::too_many_arguments)]
+fn resolve(
+    fields: &mut [ImageField<'_>],
+    indices: &[u64],
+    epoch: u64,
+    pool: &Pool,
+    stop: &dyn Interrupt,
+    scratch: &mut Gathered,
+    current: &mut [u64],
+    alive: &mut [bool],
+) -> Result<(), DecodeError> {
+    let n = indices.len();
+    let mut tries = vec![0u32; n];
     let mut dirty: Vec<usize> = (0..n).collect();
-    let mut scratch = Gathered::default();
     while !dirty.is_empty() {
         // The first failure of each slot, over the fields in order.
         let mut failed: Vec<Option<(usize, ImageError)>> = Vec::new();
         for (f, field) in fields.iter_mut().enumerate() {
-            for (slot, error) in
-                decode_slots(field, &dirty, &current, epoch, pool, stop, &mut scratch)?
-            {
+            for (slot, error) in decode_slots(field, &dirty, current, epoch, pool, stop, scratch)? {
                 if failed.len() < n {
                     failed.resize_with(n, || None);
                 }
@@ -129,32 +198,7 @@ pub fn decode_images(
         }
         dirty = next;
     }
-    for (slot, (&asked, &got)) in indices.iter().zip(&current).enumerate() {
-        if alive[slot] && asked != got {
-            substituted.push((asked, got));
-        }
-    }
-    let skipped = (0..n).filter(|&s| !alive[s]).map(|s| indices[s]).collect();
-    let mut kept = Vec::with_capacity(n);
-    for (slot, &record) in current.iter().enumerate() {
-        if alive[slot] {
-            let to = kept.len();
-            if to != slot {
-                for field in fields.iter_mut() {
-                    let width = field.decode.out_bytes();
-                    field
-                        .out
-                        .copy_within(slot * width..(slot + 1) * width, to * width);
-                }
-            }
-            kept.push(record);
-        }
-    }
-    Ok(Decoded {
-        indices: kept,
-        skipped,
-        substituted,
-    })
+    Ok(())
 }
 
 /// A batch's encoded records, reused from round to round.
