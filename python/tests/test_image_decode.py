@@ -134,6 +134,13 @@ def test_a_field_that_is_not_images_is_refused_naming_it(tmp_path, images):
         zring.Loader(ds, zring.Sampler(len(ds), 4, "sequential"), decode={"nope": Image(size=(8, 8))})
     with pytest.raises(TypeError, match="zring.decode.Image"):
         ds.gather([0], decode={"image": (8, 8)})
+
+    class Custom:
+        def next(self):
+            return np.arange(4)
+
+    with pytest.raises(TypeError, match="decode= needs a zring.Sampler"):
+        zring.Loader(ds, Custom(), decode={"image": Image(size=(8, 8))})
     with pytest.raises(ValueError, match="crop"):
         Image(size=(8, 8), crop="middle")
     # Bytes that are not an image: the error names the field, dataset and record.

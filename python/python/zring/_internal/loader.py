@@ -137,6 +137,11 @@ class Loader(_Loader, Generic[_T]):
 
                 streams = {name: [FieldView(streams, name)] for name in streams.fields}
         if not native:
+            if kwargs.get("decode") is not None:
+                raise TypeError(
+                    "decode= needs a zring.Sampler or an epoch plan (the Rust loader decodes); "
+                    "a custom sampler's loader gathers in Python"
+                )
             loader = SamplerLoader(streams, sampler, *args, **kwargs)
             _live.add(loader)
             return loader
