@@ -214,4 +214,13 @@ impl Records for Concat {
     fn sample_store(&self) -> Option<&Store> {
         self.parts.iter().find_map(|p| p.sample_store())
     }
+
+    fn describe(&self) -> String {
+        // Record numbers in messages are the concatenation's, so name it as a whole.
+        let first = self.parts[0].describe();
+        format!(
+            "{} sources concatenated (the first: {first})",
+            self.parts.len()
+        )
+    }
 }

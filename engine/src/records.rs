@@ -51,6 +51,16 @@ pub trait Records: Send + Sync + fmt::Debug {
     /// device, backend and codec describe how they are read; `None` when there are
     /// none.
     fn sample_store(&self) -> Option<&Store>;
+
+    /// What these records are, for messages about one of them: `store PATH`, `field
+    /// "image" of dataset PATH`. Read-path stages above the engine (image decoding)
+    /// name the records they fail on with it.
+    fn describe(&self) -> String {
+        match self.sample_store() {
+            Some(store) => format!("records of store {}", store.path().display()),
+            None => "records".to_string(),
+        }
+    }
 }
 
 impl Records for Store {
@@ -87,6 +97,10 @@ impl Records for Store {
     fn sample_store(&self) -> Option<&Store> {
         Some(self)
     }
+
+    fn describe(&self) -> String {
+        format!("store {}", self.path().display())
+    }
 }
 
 impl Records for DatasetField {
@@ -122,5 +136,13 @@ impl Records for DatasetField {
 
     fn sample_store(&self) -> Option<&Store> {
         self.dataset().store(0, self.index())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "field {:?} of dataset {}",
+            self.name(),
+            self.dataset().path().display()
+        )
     }
 }

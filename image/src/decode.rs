@@ -88,6 +88,12 @@ impl ImageDecoder {
         &self.spec
     }
 
+    /// Bytes of scratch held between records (the largest source image's pixels so
+    /// far, and the CHW staging), for a caller's keep-or-release policy.
+    pub fn scratch_bytes(&self) -> usize {
+        self.pixels.capacity() + self.staging.capacity()
+    }
+
     /// Decodes `bytes` (record `record`, in epoch `epoch`) into `out`, which must
     /// hold exactly [`ImageSpec::out_bytes`].
     pub fn decode_into(

@@ -6,8 +6,9 @@
 //! the pixel layout and the largest image it accepts. [`ImageDecoder::decode_into`]
 //! turns one record's bytes into exactly `height * width * 3` bytes of RGB.
 //!
-//! - **Formats**: JPEG through zune-jpeg (grayscale converted to RGB; CMYK is
-//!   zune-jpeg's conversion, untested here), PNG
+//! - **Formats**: JPEG through zune-jpeg (grayscale and CMYK converted to RGB;
+//!   CMYK is zune-jpeg's conversion, tested through the Python package's
+//!   `test_image_decode.py`), PNG
 //!   through the png crate (palette, grayscale, alpha and 16-bit normalised to
 //!   8-bit RGB; alpha is dropped). The format is told by the bytes' signature.
 //! - **Crops**: [`Crop::Full`] (the whole image), [`Crop::Center`] (the largest

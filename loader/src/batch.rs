@@ -94,12 +94,28 @@ pub struct Batch {
     pub(crate) shards: usize,
     /// Stream-major: stream `s`, shard `k` is at `s * shards + k`.
     pub(crate) tensors: PooledVec<Tensor>,
+    /// Records whose images were bad and left out, over the shards in order.
+    pub(crate) skipped: Vec<u64>,
+    /// `(bad record, the record read in its place)`, over the shards in order.
+    pub(crate) substituted: Vec<(u64, u64)>,
 }
 
 impl Batch {
     /// The number of shards (views per stream).
     pub fn shards(&self) -> usize {
         self.shards
+    }
+
+    /// Records left out of this step because their images could not be decoded
+    /// ([`OnError::Skip`](crate::OnError::Skip)): its shards are that much shorter.
+    pub fn skipped(&self) -> &[u64] {
+        &self.skipped
+    }
+
+    /// `(bad record, the record read in its place)` of this step
+    /// ([`OnError::Substitute`](crate::OnError::Substitute)).
+    pub fn substituted(&self) -> &[(u64, u64)] {
+        &self.substituted
     }
 
     /// The stream names, in order.

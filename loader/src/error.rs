@@ -6,6 +6,8 @@ use std::io;
 use zring_engine::Error as EngineError;
 use zring_sampler::SamplerError;
 
+use crate::decode::DecodeError;
+
 /// The error a transform may return; it is delivered at its step.
 pub type TransformError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -48,6 +50,13 @@ pub enum LoaderError {
     /// An epoch plan's short step (an epoch's last) cannot be cut into one equal
     /// shard per view.
     StepNotDivisible { records: usize, views: usize },
+    /// The views of one stream decode their images differently (or some not at all).
+    DecodeMismatch { stream: String, view: usize },
+    /// A stream's decode cannot work on its records (not encoded images).
+    InvalidDecode {
+        stream: String,
+        source: Box<DecodeError>,
+    },
     /// An option value that cannot work (which, and why).
     InvalidOptions(OptionsError),
     /// A worker thread could not be started.
@@ -69,6 +78,14 @@ pub enum LoaderError {
         shard: usize,
         source: EngineError,
     },
+    /// Decoding the images of a shard of a stream failed (the source names the
+    /// records and the record).
+    Decode {
+        step: u64,
+        stream: String,
+        shard: usize,
+        source: Box<DecodeError>,
+    },
     /// The transform returned an error.
     Transform { step: u64, source: TransformError },
     /// The transform (or, by a bug, the loader) panicked while making the step.
@@ -82,6 +99,7 @@ impl LoaderError {
             LoaderError::Sampler { step, .. }
             | LoaderError::Buffer { step, .. }
             | LoaderError::Gather { step, .. }
+            | LoaderError::Decode { step, .. }
             | LoaderError::Transform { step, .. }
             | LoaderError::Panicked { step, .. } => Some(*step),
             _ => None,
@@ -141,6 +159,13 @@ impl fmt::Display for LoaderError {
                 "an epoch's last step holds {records} records, which cannot be split into \
                  {views} equal shards (one per view); use drop_last or one view per stream"
             ),
+            LoaderError::DecodeMismatch { stream, view } => write!(
+                f,
+                "view {view} of stream {stream:?} decodes its images differently from its view 0"
+            ),
+            LoaderError::InvalidDecode { stream, source } => {
+                write!(f, "stream {stream:?} cannot be decoded: {source}")
+            }
             LoaderError::InvalidOptions(why) => write!(f, "invalid loader options: {why}"),
             LoaderError::Spawn(e) => write!(f, "cannot start a loader worker thread: {e}"),
             LoaderError::Sampler { step, source } => {
@@ -164,6 +189,15 @@ impl fmt::Display for LoaderError {
                 f,
                 "step {step}: gathering stream {stream:?} shard {shard} failed: {source}"
             ),
+            LoaderError::Decode {
+                step,
+                stream,
+                shard,
+                source,
+            } => write!(
+                f,
+                "step {step}: decoding stream {stream:?} shard {shard} failed: {source}"
+            ),
             LoaderError::Transform { step, source } => {
                 write!(f, "step {step}: the transform failed: {source}")
             }
@@ -180,6 +214,9 @@ impl std::error::Error for LoaderError {
             LoaderError::Spawn(e) | LoaderError::Buffer { source: e, .. } => Some(e),
             LoaderError::Sampler { source, .. } => Some(source),
             LoaderError::Gather { source, .. } => Some(source),
+            LoaderError::Decode { source, .. } | LoaderError::InvalidDecode { source, .. } => {
+                Some(&**source)
+            }
             LoaderError::Transform { source, .. } => Some(&**source),
             // The detail's text is part of this error's: its own source follows.
             LoaderError::InvalidOptions(why) => why.source(),

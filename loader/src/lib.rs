@@ -31,6 +31,9 @@
 //! - [`Packer`], [`assemble`] (`pack`): variable-length sequences packed into fixed
 //!   `[rows, seq_len]` batches with `cu_seqlens` and `position_ids`, planned from
 //!   lengths alone and resumable mid-row from a [`PackState`].
+//! - [`ImageDecode`], [`decode_images`] (`decode`): encoded images (JPEG, PNG)
+//!   decoded on the read path, on the engine's pool, straight into a dense `u8`
+//!   batch; a stream decodes through [`View::decoded`], with the step's epoch.
 //! - [`LoaderError`] (`error`): construction errors and per-step failures.
 //! - `pipeline` (private): the worker threads and the reorder buffer.
 //!
@@ -123,6 +126,7 @@
 use zring_sampler::{EpochPlan, Sampler};
 
 mod batch;
+mod decode;
 mod error;
 mod loader;
 mod lookahead;
@@ -135,6 +139,7 @@ mod schedule;
 mod view;
 
 pub use batch::{Batch, Step, Tensor};
+pub use decode::{decode_images, DecodeError, Decoded, ImageDecode, ImageField, OnError};
 pub use error::{LoaderError, OptionsError, Result, TransformError};
 pub use loader::{Loader, LoaderStats, Pending};
 pub use lookahead::DEFAULT_DEVICE_DEPTH;

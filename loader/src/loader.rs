@@ -1,5 +1,6 @@
 //! The `Loader`: construction, iteration, position, seek and close.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use zring_platform::{BufPool, BufPoolStats};
@@ -49,6 +50,12 @@ pub struct LoaderStats {
     /// Small vectors (`cu_seqlens`, ragged shapes, a step's list of tensors) the
     /// loader had to create because none was free to recycle.
     pub vecs_created: u64,
+    /// Records left out of the steps made so far because their images could not
+    /// be decoded ([`OnError::Skip`](crate::OnError::Skip)).
+    pub images_skipped: u64,
+    /// Records read in place of a bad image in the steps made so far
+    /// ([`OnError::Substitute`](crate::OnError::Substitute)).
+    pub images_substituted: u64,
 }
 
 fn collect_streams<I, K, V>(streams: I) -> Vec<(String, Vec<View>)>
@@ -240,6 +247,8 @@ impl<T> Loader<T> {
                 .map(BufPool::stats)
                 .unwrap_or_default(),
             vecs_created: self.factory.vecs_created(),
+            images_skipped: self.factory.images_skipped.load(Ordering::Relaxed),
+            images_substituted: self.factory.images_substituted.load(Ordering::Relaxed),
         }
     }
 }

@@ -109,6 +109,11 @@ pub(crate) fn figures(plan: &Plan, indices: &[u64]) -> Figures {
                 // A ragged shard's size is known only once gathered: estimate it from
                 // the store's mean record (stored bytes; larger once decompressed).
                 Kind::Ragged { .. } => store.file_bytes() / store.len().max(1) * shard.len() as u64,
+                // Decoded pixels, and the encoded records gathered on the way.
+                Kind::Image { decode, .. } => {
+                    (decode.out_bytes() as u64 + store.file_bytes() / store.len().max(1))
+                        * shard.len() as u64
+                }
             };
             reads_per_step += if planned {
                 reads(store, shard)

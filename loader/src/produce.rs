@@ -3,16 +3,18 @@
 //! `workers = 0` mode; holds no lock while it works.
 
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::batch::{Batch, Step, Tensor};
+use crate::decode::{decode_images, DecodeError, ImageDecode, ImageField};
 use crate::error::{LoaderError, OptionsError, Result, TransformError};
 use crate::options::LoaderOptions;
 use crate::recycle::VecPool;
 use crate::schedule::Schedule;
 use crate::view::{Kind, Plan, StreamPlan};
 use zring_engine::{Never, RaggedLayout};
-use zring_platform::{BufPool, BufPoolOptions};
+use zring_platform::{BufPool, BufPoolOptions, Pool, PooledBuf};
 
 /// The transform from a gathered step to what the consumer receives.
 pub(crate) type TransformFn<T> = dyn Fn(Step<Batch>) -> Result<T, TransformError> + Send + Sync;
@@ -27,6 +29,9 @@ pub(crate) struct Factory<T> {
     cu_seqlens: VecPool<u64>,
     shapes: VecPool<u32>,
     transform: Arc<TransformFn<T>>,
+    /// Bad images left out and replaced so far, over every step made.
+    pub(crate) images_skipped: AtomicU64,
+    pub(crate) images_substituted: AtomicU64,
 }
 
 /// A worker's reusable memory.
@@ -69,6 +74,8 @@ impl<T> Factory<T> {
             plan,
             schedule,
             transform,
+            images_skipped: AtomicU64::new(0),
+            images_substituted: AtomicU64::new(0),
         })
     }
 
@@ -107,11 +114,38 @@ impl<T> Factory<T> {
         // Every step size splits equally into the shards (checked by the plan); an
         // epoch's last step may be shorter than the batch, even empty.
         let shard_len = indices.len() / plan.shards;
-        let mut tensors = self.tensors.take();
-        tensors.vec.reserve(plan.buffers_per_step());
-        for stream in &plan.streams {
+        // Image streams are decoded first, shard by shard: a bad record skipped or
+        // substituted there changes the records every other stream reads.
+        let mut images: Vec<Option<Tensor>> = Vec::new();
+        let mut kept: Vec<Vec<u64>> = Vec::new();
+        let (mut skipped, mut substituted) = (Vec::new(), Vec::new());
+        if plan.any_images() {
+            images.resize_with(plan.buffers_per_step(), || None);
             for k in 0..plan.shards {
                 let shard = &indices[k * shard_len..(k + 1) * shard_len];
+                let decoded = self.decode_shard(step, k, shard, &mut images)?;
+                skipped.extend_from_slice(&decoded.skipped);
+                substituted.extend_from_slice(&decoded.substituted);
+                kept.push(decoded.indices);
+            }
+            let counted = |n: usize| n as u64;
+            self.images_skipped
+                .fetch_add(counted(skipped.len()), Ordering::Relaxed);
+            self.images_substituted
+                .fetch_add(counted(substituted.len()), Ordering::Relaxed);
+        }
+        let mut tensors = self.tensors.take();
+        tensors.vec.reserve(plan.buffers_per_step());
+        for (s, stream) in plan.streams.iter().enumerate() {
+            for k in 0..plan.shards {
+                if let Some(tensor) = images.get_mut(s * plan.shards + k).and_then(Option::take) {
+                    tensors.vec.push(tensor);
+                    continue;
+                }
+                let shard = match kept.get(k) {
+                    Some(kept) => kept.as_slice(),
+                    None => &indices[k * shard_len..(k + 1) * shard_len],
+                };
                 let tensor = self.gather(stream, k, shard, step)?;
                 tensors.vec.push(tensor);
             }
@@ -120,10 +154,93 @@ impl<T> Factory<T> {
             names: Arc::clone(&plan.names),
             shards: plan.shards,
             tensors,
+            skipped,
+            substituted,
         };
         let data = (self.transform)(Step { step, data: batch })
             .map_err(|source| LoaderError::Transform { step, source })?;
         Ok(Step { step, data })
+    }
+
+    /// Decodes shard `k` (records `indices`) of every image stream into its place of
+    /// `images` (stream-major), with the step's epoch, on the engine's pool.
+    fn decode_shard(
+        &self,
+        step: u64,
+        k: usize,
+        indices: &[u64],
+        images: &mut [Option<Tensor>],
+    ) -> Result<crate::decode::Decoded> {
+        let plan = &self.plan;
+        let mut bufs: Vec<(usize, Arc<ImageDecode>, PooledBuf)> = Vec::new();
+        for (s, stream) in plan.streams.iter().enumerate() {
+            let Kind::Image { decode, .. } = &stream.kind else {
+                continue;
+            };
+            let pool = match (&self.pinned, stream.views[k].is_pinned()) {
+                (Some(p), true) => p,
+                _ => &self.pageable,
+            };
+            let bytes = decode.out_bytes() * indices.len();
+            let buf = pool
+                .get_exact(bytes)
+                .map_err(|source| LoaderError::Buffer {
+                    step,
+                    stream: stream.name.to_string(),
+                    shard: k,
+                    source,
+                })?;
+            bufs.push((s, Arc::clone(decode), buf));
+        }
+        let epoch = self.schedule.epoch(step);
+        let streams: Vec<usize> = bufs.iter().map(|(s, _, _)| *s).collect();
+        let mut fields: Vec<ImageField<'_>> = bufs
+            .iter_mut()
+            .map(|(s, decode, buf)| ImageField {
+                records: plan.streams[*s].views[k].source(),
+                decode,
+                out: &mut buf[..],
+            })
+            .collect();
+        let decoded = decode_images(&mut fields, indices, epoch, Pool::global(), &Never).map_err(
+            |source| {
+                let field = match &source {
+                    DecodeError::Image { field, .. } | DecodeError::NoSubstitute { field, .. } => {
+                        *field
+                    }
+                    _ => 0,
+                };
+                let s = streams.get(field).copied().unwrap_or(0);
+                LoaderError::Decode {
+                    step,
+                    stream: plan.streams[s].name.to_string(),
+                    shard: k,
+                    source: Box::new(source),
+                }
+            },
+        )?;
+        drop(fields);
+        let records = decoded.indices.len();
+        for (s, _, mut buf) in bufs {
+            let stream = &plan.streams[s];
+            let Kind::Image { decode, shape } = &stream.kind else {
+                continue;
+            };
+            let shape = if shape.first() == Some(&records) {
+                Arc::clone(shape)
+            } else {
+                buf.truncate(records * decode.out_bytes());
+                std::iter::once(records)
+                    .chain(decode.item_shape())
+                    .collect()
+            };
+            images[s * plan.shards + k] = Some(Tensor::Dense {
+                data: buf,
+                shape,
+                dtype: stream.dtype,
+            });
+        }
+        Ok(decoded)
     }
 
     /// Gathers shard `k` (records `indices`) of `stream` through its view `k`.
@@ -177,6 +294,11 @@ impl<T> Factory<T> {
                     dtype: stream.dtype,
                 })
             }
+            // Decoded before the other streams (`decode_shard`); never gathered here.
+            Kind::Image { .. } => Err(LoaderError::Panicked {
+                step,
+                message: format!("image stream {:?} was not decoded", stream.name),
+            }),
             Kind::Ragged { ndim } => {
                 let mut cu_seqlens = self.cu_seqlens.take();
                 let mut shapes = self.shapes.take();

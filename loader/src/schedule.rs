@@ -84,6 +84,23 @@ impl Schedule {
         }
     }
 
+    /// The epoch `step` belongs to: its first stream position over the records
+    /// drawn from (an epoch plan's own epochs; for an endless sampler or mixture,
+    /// how many times the stream has gone round). A pure function of the step, as
+    /// decoded images' random crops need.
+    pub fn epoch(&self, step: u64) -> u64 {
+        let round = |position: u128, len: u64| (position / u128::from(len.max(1))) as u64;
+        match self {
+            Schedule::Sampler(s) => {
+                round(u128::from(step) * s.global_batch_size() as u128, s.len())
+            }
+            Schedule::Epochs(p) => p
+                .plan_step(step)
+                .map_or(u64::MAX, |k| k / p.steps_per_epoch().max(1)),
+            Schedule::Mixture(m) => round(u128::from(step) * m.batch_size() as u128, m.len()),
+        }
+    }
+
     /// Whether `step` is past the end.
     pub(crate) fn is_past_end(&self, step: u64) -> bool {
         self.end().is_some_and(|end| step >= end)

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use crate::decode::ImageDecode;
 use crate::error::{LoaderError, OptionsError, Result};
 use crate::schedule::Schedule;
 use zring_engine::dataset::DatasetField;
@@ -19,6 +20,8 @@ pub type Source = Arc<dyn Records>;
 pub struct View {
     store: Source,
     pinned: bool,
+    /// Encoded images decoded on the way into the batch (see [`View::decoded`]).
+    decode: Option<Arc<ImageDecode>>,
 }
 
 impl View {
@@ -40,7 +43,25 @@ impl View {
         Self {
             store: records,
             pinned,
+            decode: None,
         }
+    }
+
+    /// This view with its records (encoded images: ragged, one-dimensional `u8`
+    /// records of JPEG or PNG bytes) decoded by `decode`: the stream's tensor is
+    /// then a dense `u8` batch of pixels, `(shard_len, *decode.item_shape())`,
+    /// decoded on the engine's pool straight into it with the step's epoch. Every
+    /// view of a stream must decode alike. A bad record skipped or substituted
+    /// ([`OnError`](crate::OnError)) is skipped or substituted in every stream of
+    /// its shard.
+    pub fn decoded(mut self, decode: ImageDecode) -> Self {
+        self.decode = Some(Arc::new(decode));
+        self
+    }
+
+    /// How this view's records are decoded, if they are.
+    pub fn decode(&self) -> Option<&ImageDecode> {
+        self.decode.as_deref()
     }
 
     /// The records read through this view.
@@ -91,6 +112,12 @@ pub(crate) enum Kind {
     },
     Ragged {
         ndim: usize,
+    },
+    /// Encoded images decoded into `(shard_len, *item_shape)` `u8` pixels.
+    Image {
+        decode: Arc<ImageDecode>,
+        /// `(shard_len, *item_shape)`, shared by every full shard.
+        shape: Arc<[usize]>,
     },
 }
 
@@ -157,10 +184,31 @@ impl Plan {
                     });
                 }
             }
-            let kind = match &schema.layout {
-                Layout::Ragged { ndim } => Kind::Ragged { ndim: *ndim },
+            let decode = view0.decode.clone();
+            for (k, v) in views.iter().enumerate() {
+                if v.decode.as_deref() != decode.as_deref() {
+                    return Err(LoaderError::DecodeMismatch {
+                        stream: name,
+                        view: k,
+                    });
+                }
+            }
+            if let Some(decode) = &decode {
+                decode
+                    .check_source(&*view0.store, &name)
+                    .map_err(|source| LoaderError::InvalidDecode {
+                        stream: name.clone(),
+                        source: Box::new(source),
+                    })?;
+            }
+            let kind = match (&schema.layout, decode) {
+                (_, Some(decode)) => Kind::Image {
+                    shape: decode.item_shape().to_vec().into(),
+                    decode,
+                },
+                (Layout::Ragged { ndim }, None) => Kind::Ragged { ndim: *ndim },
                 // The batch axis is prepended once the shard length is known.
-                Layout::Dense { item_shape } => Kind::Dense {
+                (Layout::Dense { item_shape }, None) => Kind::Dense {
                     shard_bytes: 0,
                     item_bytes: 0,
                     shape: item_shape
@@ -221,6 +269,11 @@ impl Plan {
                     .chain(shape.iter().copied())
                     .collect();
             }
+            if let Kind::Image { shape, .. } = &mut p.kind {
+                *shape = std::iter::once(shard_len)
+                    .chain(shape.iter().copied())
+                    .collect();
+            }
         }
         Ok(Self {
             names: plans.iter().map(|p| Arc::clone(&p.name)).collect(),
@@ -242,6 +295,14 @@ impl Plan {
             .filter(|p| matches!(p.kind, Kind::Ragged { .. }))
             .count()
             * self.shards
+    }
+
+    /// Whether any stream decodes images (its shards are decoded first, and the
+    /// other streams read the records the decode kept).
+    pub(crate) fn any_images(&self) -> bool {
+        self.streams
+            .iter()
+            .any(|p| matches!(p.kind, Kind::Image { .. }))
     }
 
     /// Whether any view wants pinned buffers.

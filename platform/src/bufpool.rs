@@ -341,6 +341,13 @@ impl PooledBuf {
         self.buf.as_ref().map_or(0, |b| b.len())
     }
 
+    /// Shows only the first `len` bytes (no-op if it shows fewer): a batch that
+    /// turned out shorter than its buffer (bad images skipped). The capacity, and so
+    /// the pool list it returns to, is unchanged.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Whether the buffer is page-locked.
     pub fn is_pinned(&self) -> bool {
         self.buf.as_ref().is_some_and(AlignedBuf::is_pinned)

@@ -10,10 +10,12 @@ use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use zring_engine::dataset::{Dataset, DatasetBuilder, DatasetField, FieldDest};
-use zring_engine::{Layout, RaggedLayout, Schema};
-use zring_platform::PooledBuf;
+use zring_engine::{DType, Layout, RaggedLayout, Schema};
+use zring_loader::{decode_images, ImageDecode, ImageField};
+use zring_platform::{Pool, PooledBuf};
 
 use crate::buffer::{self, array_over};
+use crate::decode;
 use crate::dtype;
 use crate::errors;
 use crate::index::{self, Selection};
@@ -59,6 +61,44 @@ fn schema_dict<'py>(py: Python<'py>, name: &str, s: &Schema) -> PyResult<Bound<'
 }
 
 impl PyDataset {
+    /// Field `f`'s gathered output as a Python value: an array, or a `RaggedBatch`
+    /// (`one`: a single record's array, without the batch axis).
+    fn value<'py>(
+        &self,
+        py: Python<'py>,
+        f: usize,
+        out: Out,
+        one: bool,
+        n: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let field = &self.ds.fields()[f];
+        let descr = dtype::to_numpy(py, field.schema.dtype)?;
+        match out {
+            Out::Dense(buf) => {
+                let mut shape: Vec<usize> = if one { vec![] } else { vec![n] };
+                if let Layout::Dense { item_shape } = &field.schema.layout {
+                    shape.extend(item_shape.iter().map(|&d| d as usize));
+                }
+                array_over(py, buf, &descr, &shape)
+            }
+            Out::Ragged(layout, buf) if one => {
+                let shape: Vec<usize> = layout.shapes.iter().map(|&d| d as usize).collect();
+                array_over(py, buf, &descr, &shape)
+            }
+            Out::Ragged(layout, buf) => {
+                let elems = layout.values_bytes / descr.itemsize().max(1);
+                let values = array_over(py, buf, &descr, &[elems])?;
+                ragged_batch(
+                    py,
+                    values,
+                    &layout.cu_seqlens,
+                    &layout.shapes,
+                    field.schema.ndim(),
+                )
+            }
+        }
+    }
+
     /// Field positions for `fields` (`None`: all).
     fn positions(&self, fields: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<usize>> {
         let Some(fields) = fields else {
@@ -303,34 +343,129 @@ impl PyDataset {
         let result = PyDict::new(py);
         for (&f, out) in positions.iter().zip(outs) {
             let field = &self.ds.fields()[f];
-            let descr = dtype::to_numpy(py, field.schema.dtype)?;
-            let value = match out {
-                Out::Dense(buf) => {
-                    let mut shape: Vec<usize> = if one { vec![] } else { vec![ids.len()] };
-                    if let Layout::Dense { item_shape } = &field.schema.layout {
-                        shape.extend(item_shape.iter().map(|&d| d as usize));
-                    }
+            result.set_item(&field.name, self.value(py, f, out, one, ids.len())?)?;
+        }
+        Ok(result)
+    }
+
+    /// `gather` with the fields named in `decode` (`{name: spec}`, see
+    /// `zring/decode.py`) decoded into dense `uint8` pixels, with `epoch`'s random
+    /// crops; the other fields are read for the records the decode kept. Returns
+    /// `(fields, kept ids, skipped ids, [(bad, substitute)])`.
+    #[pyo3(signature = (idx, fields, decode, epoch = 0))]
+    #[allow(clippy::type_complexity)]
+    fn _gather_decoded<'py>(
+        &self,
+        py: Python<'py>,
+        idx: &Bound<'py, PyAny>,
+        fields: Option<&Bound<'py, PyAny>>,
+        decode: &Bound<'py, PyDict>,
+        epoch: u64,
+    ) -> PyResult<(Bound<'py, PyDict>, Vec<u64>, Vec<u64>, Vec<(u64, u64)>)> {
+        let positions = self.positions(fields)?;
+        let sel = index::select(idx, self.ds.len())?;
+        let one = matches!(sel, Selection::One(_));
+        if let Selection::Many { shape, .. } = &sel {
+            if shape.len() != 1 {
+                return Err(PyValueError::new_err(format!(
+                    "datasets take 1-D index arrays, got shape {shape:?}"
+                )));
+            }
+        }
+        let ids = sel.ids();
+        let mut images: Vec<(usize, DatasetField, ImageDecode)> = Vec::new();
+        for (name, spec) in decode.iter() {
+            let name: String = name.extract()?;
+            let f = self.ds.manifest().field_index(&name).ok_or_else(|| {
+                PyKeyError::new_err(self.ds.field_index(&name).err().map(|e| e.to_string()))
+            })?;
+            if !positions.contains(&f) {
+                return Err(errors::INVALID.err(
+                    py,
+                    format!("decode names field {name:?}, which this gather does not read"),
+                ));
+            }
+            let image = decode::image_decode(&spec, &name)?;
+            let field = self.ds.field(f).map_err(|e| errors::engine(py, e))?;
+            image
+                .check_source(&field, &name)
+                .map_err(|e| decode::decode_error(py, e))?;
+            images.push((f, field, image));
+        }
+        let mut bufs = Vec::with_capacity(images.len());
+        for (f, _, image) in &images {
+            let n = ids.len().saturating_mul(image.out_bytes());
+            let buf = buffer::acquire(n)
+                .map_err(|e| ReadError::Alloc(n, field_records(&self.ds, *f, ids, None), e))
+                .map_err(|e| e.into_py(py))?;
+            bufs.push(buf);
+        }
+        // Ctrl-C stops the decode between records (see `interrupt::read`).
+        let mut decoded = None;
+        interrupt::read(py, |stop| {
+            let mut dests: Vec<ImageField<'_>> = images
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|((_, field, image), buf)| ImageField {
+                    records: field,
+                    decode: image,
+                    out: &mut buf[..],
+                })
+                .collect();
+            decoded = Some(decode_images(&mut dests, ids, epoch, Pool::global(), stop)?);
+            Ok(())
+        })
+        .map_err(|halt| match halt {
+            interrupt::Halt::Failed(e) => decode::decode_error(py, e),
+            interrupt::Halt::Signal(e) => e,
+        })?;
+        let decoded = decoded
+            .ok_or_else(|| errors::INVALID.err(py, "internal: the decode returned nothing"))?;
+        let kept = &decoded.indices;
+        if one && kept.is_empty() {
+            return Err(errors::IMAGE.err(
+                py,
+                format!("record {} was skipped: its image cannot be decoded", ids[0]),
+            ));
+        }
+        let others: Vec<usize> = positions
+            .iter()
+            .copied()
+            .filter(|f| !images.iter().any(|(i, _, _)| i == f))
+            .collect();
+        let mut outs = self.read(py, kept, &others)?.into_iter();
+        let mut pixels = images.iter().zip(bufs);
+        let result = PyDict::new(py);
+        for &f in &positions {
+            let field = &self.ds.fields()[f];
+            let value = match images.iter().position(|(i, _, _)| *i == f) {
+                Some(_) => {
+                    let Some(((_, _, image), mut buf)) = pixels.next() else {
+                        return Err(errors::INVALID.err(py, "internal: a decoded field is missing"));
+                    };
+                    buf.truncate(kept.len() * image.out_bytes());
+                    let descr = dtype::to_numpy(py, DType::U8)?;
+                    let mut shape: Vec<usize> = if one { vec![] } else { vec![kept.len()] };
+                    shape.extend(image.item_shape());
                     array_over(py, buf, &descr, &shape)?
                 }
-                Out::Ragged(layout, buf) if one => {
-                    let shape: Vec<usize> = layout.shapes.iter().map(|&d| d as usize).collect();
-                    array_over(py, buf, &descr, &shape)?
-                }
-                Out::Ragged(layout, buf) => {
-                    let elems = layout.values_bytes / descr.itemsize().max(1);
-                    let values = array_over(py, buf, &descr, &[elems])?;
-                    ragged_batch(
-                        py,
-                        values,
-                        &layout.cu_seqlens,
-                        &layout.shapes,
-                        field.schema.ndim(),
-                    )?
+                None => {
+                    let Some(out) = outs.next() else {
+                        return Err(
+                            errors::INVALID.err(py, "internal: a gathered field is missing")
+                        );
+                    };
+                    self.value(py, f, out, one, kept.len())?
                 }
             };
             result.set_item(&field.name, value)?;
         }
-        Ok(result)
+        Ok((
+            result,
+            decoded.indices,
+            decoded.skipped,
+            decoded.substituted,
+        ))
     }
 
     /// Checks every record of every store; raises the first problem. Sliced by

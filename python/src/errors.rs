@@ -59,6 +59,7 @@ pub static OS: Exc = Exc::new("ZringOSError");
 pub static NOT_FOUND: Exc = Exc::new("StoreNotFoundError");
 pub static PERMISSION: Exc = Exc::new("StorePermissionError");
 pub static EXISTS: Exc = Exc::new("StoreExistsError");
+pub static IMAGE: Exc = Exc::new("ImageDecodeError");
 
 /// The Python exception for an engine error, carrying the engine's message.
 pub fn engine(py: Python<'_>, e: Error) -> PyErr {

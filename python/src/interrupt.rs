@@ -79,17 +79,17 @@ impl Halt<zring_engine::Error> {
     }
 }
 
-/// Runs one engine batch read (a gather, a verify) without the GIL. From the main
+/// Runs one engine batch read (a gather, a verify, an image decode) without the GIL. From the main
 /// thread, the engine's stop signal ([`zring_engine::Interrupt`], asked between
 /// records by every thread of the batch) takes the GIL for a moment every
 /// [`CHECK_EVERY`] to run pending signal handlers; an exception from one
 /// (`KeyboardInterrupt`) stops the batch, which the engine reports as
 /// `Error::Interrupted`, and is returned instead. Elsewhere Python runs no handlers,
 /// so nothing is asked.
-pub fn read(
+pub fn read<E: Send>(
     py: Python<'_>,
-    work: impl FnOnce(&dyn zring_engine::Interrupt) -> zring_engine::Result<()> + Send,
-) -> Result<(), Halt<zring_engine::Error>> {
+    work: impl FnOnce(&dyn zring_engine::Interrupt) -> Result<(), E> + Send,
+) -> Result<(), Halt<E>> {
     if !on_main_thread(py) {
         return py
             .detach(|| work(&zring_engine::Never))

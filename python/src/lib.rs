@@ -30,6 +30,7 @@
 mod bench;
 mod buffer;
 mod dataset;
+mod decode;
 mod dense;
 mod dict;
 mod dtype;
@@ -89,6 +90,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDatasetBuilder>()?;
     m.add_class::<pack::PyPackedLoader>()?;
     m.add_function(wrap_pyfunction!(dataset::_collect_garbage, m)?)?;
+    m.add_function(wrap_pyfunction!(decode::_decode_images, m)?)?;
     m.add_function(wrap_pyfunction!(open::open_store, m)?)?;
     m.add_function(wrap_pyfunction!(open::unpickle_store, m)?)?;
     m.add_function(wrap_pyfunction!(dict::train_dict, m)?)?;

@@ -102,7 +102,7 @@ const DEFAULT_LOOKAHEAD_BYTES: u64 = match Lookahead::DEFAULT {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(Size(DEFAULT_LOOKAHEAD_BYTES))), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912)")]
+    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(Size(DEFAULT_LOOKAHEAD_BYTES)), decode = None), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912, decode=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -114,7 +114,23 @@ impl Loader {
         ordered: bool,
         pinned: bool,
         lookahead_bytes: Option<Size>,
+        decode: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        // `{stream: spec}` of the streams whose encoded images are decoded.
+        let mut decodes = Vec::new();
+        if let Some(decode) = decode {
+            for (name, spec) in decode.iter() {
+                let name: String = name.extract()?;
+                if !streams.contains(&name)? {
+                    return Err(errors::INVALID.err(
+                        py,
+                        format!("decode names stream {name:?}, which the loader does not have"),
+                    ));
+                }
+                let image = crate::decode::image_decode(&spec, &name)?;
+                decodes.push((name, image));
+            }
+        }
         let mut rust_streams: Vec<(String, Vec<View>)> = Vec::new();
         let mut infos = Vec::new();
         for (name, views) in streams.iter() {
@@ -130,10 +146,18 @@ impl Loader {
             };
             let mut rust_views = Vec::with_capacity(list.len());
             let mut descr = None;
+            let image = decodes
+                .iter()
+                .find(|(n, _)| n.as_str() == name.to_str().unwrap_or_default())
+                .map(|(_, image)| image);
             for v in &list {
                 let (source, d) = view_source(py, &name, v)?;
                 descr.get_or_insert(d);
-                rust_views.push(View::shared(source, pinned));
+                let view = View::shared(source, pinned);
+                rust_views.push(match image {
+                    Some(image) => view.decoded(image.clone()),
+                    None => view,
+                });
             }
             let descr = descr.ok_or_else(|| {
                 errors::INVALID.err(
@@ -332,7 +356,7 @@ impl Loader {
     }
 
     /// Buffer counters (a dict of `allocations`, `reuses`, `live`,
-    /// `live_high_water`, `vecs_created`): `allocations` stops growing once the run
+    /// `live_high_water`, `vecs_created`, `images_skipped`, `images_substituted`: bad images left out or replaced in the steps made so far): `allocations` stops growing once the run
     /// is steady and `live_high_water` shows the memory bound at work. Raises
     /// `ClosedError` after `close()`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -354,6 +378,8 @@ impl Loader {
         d.set_item("live", s.buffers.live)?;
         d.set_item("live_high_water", s.buffers.live_high_water)?;
         d.set_item("vecs_created", s.vecs_created)?;
+        d.set_item("images_skipped", s.images_skipped)?;
+        d.set_item("images_substituted", s.images_substituted)?;
         Ok(d)
     }
 
@@ -438,6 +464,9 @@ fn loader_error(py: Python<'_>, e: LoaderError) -> PyErr {
             Err(other) => PyRuntimeError::new_err(format!("{msg} ({other})")),
         },
         LoaderError::Gather { source, .. } => errors::engine_with(py, &source, msg),
+        LoaderError::Decode { source, .. } | LoaderError::InvalidDecode { source, .. } => {
+            crate::decode::decode_error_with(py, &source, msg)
+        }
         LoaderError::Buffer { .. } => PyMemoryError::new_err(msg),
         LoaderError::Spawn(source) => errors::os_error(py, &source, msg),
         LoaderError::Panicked { .. } => PyRuntimeError::new_err(msg),
@@ -446,7 +475,7 @@ fn loader_error(py: Python<'_>, e: LoaderError) -> PyErr {
 }
 
 /// The source and NumPy dtype of one view: a store, or a dataset's field.
-fn view_source(
+pub(crate) fn view_source(
     py: Python<'_>,
     name: &Bound<'_, PyString>,
     v: &Bound<'_, PyAny>,

@@ -100,12 +100,20 @@ impl RaggedStore {
     /// Raises `ZringIndexError` for an index outside the store, `ValueError` for a
     /// multi-dimensional index array or an `out` that is too small, not 1-D,
     /// non-contiguous or read-only, `TypeError` for an `out` of the wrong dtype.
-    #[pyo3(signature = (idx, out = None))]
+    ///
+    /// `decode=zring.decode.Image(...)` decodes records of encoded images (JPEG or
+    /// PNG bytes in a `uint8` store) into a `uint8` pixel array `(n, *shape)` with
+    /// `epoch`'s random crops; a bad record raises (`Dataset.gather` offers skip
+    /// and substitute, which need the other fields).
+    #[pyo3(signature = (idx, out = None, *, decode = None, epoch = 0))]
     fn gather<'py>(
         slf: &Bound<'py, Self>,
         idx: &Bound<'py, PyAny>,
         out: Option<&Bound<'py, PyAny>>,
+        decode: Option<&Bound<'py, PyAny>>,
+        epoch: u64,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
         let base = slf.as_super().get();
         let sel = match index::select(idx, base.len())? {
             Selection::One(i) => Selection::Many {
@@ -114,7 +122,30 @@ impl RaggedStore {
             },
             many => many,
         };
-        read_ragged(slf.py(), base, &sel, out)
+        let Some(decode) = decode else {
+            return read_ragged(py, base, &sel, out);
+        };
+        if out.is_some() {
+            return Err(errors::INVALID.err(py, "gather takes out= or decode=, not both"));
+        }
+        let spec = decode.call_method0("_spec")?;
+        let image = crate::decode::image_decode(&spec, "records")?;
+        if image.on_error() != zring_loader::OnError::Raise {
+            return Err(errors::INVALID.err(
+                py,
+                "a store's gather decodes with on_error=\"raise\"; skip and substitute \
+                 belong to Dataset.gather, which keeps the other fields aligned",
+            ));
+        }
+        let records: zring_loader::Source = std::sync::Arc::new(base.handle(py)?);
+        image
+            .check_source(&*records, "records")
+            .map_err(|e| crate::decode::decode_error(py, e))?;
+        let (mut arrays, _) =
+            crate::decode::decode_arrays(py, &[(records, image)], sel.ids(), epoch)?;
+        arrays
+            .pop()
+            .ok_or_else(|| errors::INVALID.err(py, "internal: no decoded array"))
     }
 }
 

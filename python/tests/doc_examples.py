@@ -1,6 +1,6 @@
 """The Python examples of the docs, for ``mypy --strict``.
 
-In README.md and docs/python.md, torch.md, jax.md and loaderx.md, a
+In README.md and docs/python.md, torch.md, jax.md, loaderx.md and images.md, a
 ```` ```python ```` block right after a ``<!-- run -->`` line (or a
 ``<!-- run: save NAME -->`` line, a script that a later block runs) is an example
 that tests/test_docs.py runs (a page's marked blocks in order, in one directory)
@@ -26,7 +26,7 @@ _ANY_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
 def examples() -> list[tuple[str, str]]:
     """``(name, code)`` of every runnable example, in document order."""
-    marked = [ROOT / "README.md"] + [ROOT / "docs" / f"{p}.md" for p in ("python", "torch", "jax", "loaderx")]
+    marked = [ROOT / "README.md"] + [ROOT / "docs" / f"{p}.md" for p in ("python", "torch", "jax", "loaderx", "images")]
     every = [ROOT / "docs" / f"{p}.md" for p in ("datasets", "ray")]
     found = []
     for docs, block in ((marked, _BLOCK), (every, _ANY_BLOCK)):

@@ -246,6 +246,14 @@ def test_image_folder_keeps_bytes_or_decodes_to_a_fixed_size(tmp_path):
     assert json.loads(ds.field_schemas["label"]["metadata"]["classes"]) == ["cat", "dog"]
     assert ds[7]["image"] == (root / "dog" / "2.png").read_bytes()
     assert int(ds[7]["label"]) == 1
+    # The format is recorded for the read-side decode, and `zring info` shows it.
+    assert ds.field_schemas["image"]["metadata"]["zring.image"] == "png"
+    info = subprocess.run([zring_command(), "info", str(tmp_path / "enc")],
+                          capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    assert "zring.image=png" in info.stdout
+    pixels = ds.gather([0, 9], decode={"image": zring.decode.Image(size=(4, 5), crop="full")})["image"]
+    assert (pixels[0] == [255, 0, 0]).all() and (pixels[1] == [0, 0, 255]).all()
     r = run_cli("imagefolder", root, tmp_path / "dec", "--decode", "4x5")
     assert r.returncode == 0, r.stderr
     dec = zring.open_dataset(tmp_path / "dec")
@@ -269,6 +277,7 @@ def test_webdataset_shards_with_labels_from_the_tar(tmp_path):
     from PIL import Image
 
     assert Image.open(io.BytesIO(rec["png"])).getpixel((0, 0)) == (160, 0, 0)
+    assert ds.field_schemas["png"]["metadata"]["zring.image"] == "png"
     r = run_cli("webdataset", tmp_path / "shard-0.tar", tmp_path / "wd", "--decode", "3")
     assert r.returncode == 0, r.stderr
     dec = zring.open_dataset(tmp_path / "wd")
@@ -365,3 +374,36 @@ def test_peak_rss_does_not_grow_with_the_input(tmp_path, fmt):
     spread = max(max(r) - min(r) for r in runs.values())
     margin = 0.45 * extra_mib + spread
     assert rss[160_000] <= rss[40_000] + margin, (runs, margin)
+
+
+def test_image_columns_of_tables_record_their_format(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    def jpeg(color):
+        out = io.BytesIO()
+        Image.new("RGB", (6, 4), color).save(out, format="JPEG")
+        return out.getvalue()
+
+    table = pa.table({
+        "photo": [jpeg((200, 0, 0)), jpeg((0, 200, 0))],
+        "blob": [b"not an image", b"x"],
+    })
+    pq.write_table(table, tmp_path / "t.parquet")
+    ds = zd.from_parquet(tmp_path / "t.parquet", tmp_path / "pq")
+    assert ds.field_schemas["photo"]["metadata"]["zring.image"] == "jpeg"
+    assert "zring.image" not in ds.field_schemas["blob"]["metadata"]
+    px = ds.gather([0, 1], decode={"photo": zring.decode.Image(size=(4, 6), crop="full")})["photo"]
+    assert abs(int(px[0, 2, 3, 0]) - 200) < 8 and abs(int(px[1, 2, 3, 1]) - 200) < 8
+
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"image": datasets.Image(), "label": datasets.Value("int64")})
+    hf = datasets.Dataset.from_dict(
+        {"image": [Image.new("RGB", (5, 5), (0, 0, 255))] * 3, "label": [0, 1, 2]}, features=features
+    )
+    ds = zd.from_hf(hf, tmp_path / "hf")
+    assert ds.field_schemas["image"]["metadata"]["zring.image"] == "png"
+    px = ds.gather([2], decode={"image": zring.decode.Image(size=(5, 5), crop="full")})["image"]
+    assert (px[0] == [0, 0, 255]).all()

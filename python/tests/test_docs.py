@@ -23,6 +23,7 @@ PAGES = {
     "docs/loaderx.md": [],
     "docs/language-models.md": [],
     "docs/remote.md": [],
+    "docs/images.md": ["PIL", "torch"],
 }
 
 

@@ -21,11 +21,12 @@ batches with the prefetching loader::
             ...
 """
 
-from . import types
+from . import decode, types
 from ._internal.errors import (
     ClosedError,
     CodecError,
     CorruptStoreError,
+    ImageDecodeError,
     InvalidArgumentError,
     SchemaError,
     StoreChangedError,
@@ -93,6 +94,7 @@ __all__ = [
     "train_dict",
     "trim_buffers",
     "types",
+    "decode",
     "ZringError",
     "CorruptStoreError",
     "UnsupportedFormatError",
@@ -104,6 +106,7 @@ __all__ = [
     "WriterPoisonedError",
     "VersionConflictError",
     "CodecError",
+    "ImageDecodeError",
     "ZringOSError",
     "StoreNotFoundError",
     "StorePermissionError",

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 
 from ._internal.ragged import RaggedBatch
+from .decode import Image as _Image
 from .types import (
     ArrayInput,
     BackendName,
@@ -53,6 +54,7 @@ __all__ = [
     "parse_size",
     "_share_threads",
     "_buffer_pool_stats",
+    "_decode_images",
     "_hold_publish",
     "_PublishHold",
     "_bench_gather",
@@ -143,9 +145,16 @@ class RaggedStore(_Store):
     def __getitem__(self, key: RecordIndex, /) -> npt.NDArray[Any]: ...
     @overload
     def __getitem__(self, key: RecordIndices, /) -> RaggedBatch: ...
+    @overload
     def gather(
-        self, idx: RecordIndex | RecordIndices, out: npt.NDArray[Any] | None = None
+        self, idx: RecordIndex | RecordIndices, out: npt.NDArray[Any] | None = None,
+        *, decode: None = None, epoch: int = 0,
     ) -> RaggedBatch: ...
+    @overload
+    def gather(
+        self, idx: RecordIndex | RecordIndices, out: None = None,
+        *, decode: _Image, epoch: int = 0,
+    ) -> npt.NDArray[np.uint8]: ...
 
 @final
 class StoreIter:
@@ -322,6 +331,7 @@ class _Loader:
         *,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 536870912,
+        decode: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> list[Any]: ...
@@ -396,6 +406,15 @@ class _Dataset:
     def gather(
         self, idx: RecordIndex | RecordIndices, fields: str | Sequence[str] | None = None
     ) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
+    def _gather_decoded(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None,
+        decode: Mapping[str, Mapping[str, Any]],
+        epoch: int = 0,
+    ) -> tuple[
+        dict[str, npt.NDArray[Any] | RaggedBatch], list[int], list[int], list[tuple[int, int]]
+    ]: ...
     def verify(self) -> None: ...
     def field(self, name: str) -> _DatasetField: ...
 
@@ -475,6 +494,13 @@ def _unpickle_store(
 def cli_main(argv: Sequence[str | bytes]) -> int: ...
 def _collect_garbage(path: StrPath, keep: int = 1, dry_run: bool = False) -> dict[str, Any]: ...
 def _buffer_pool_stats() -> dict[str, int]: ...
+def _decode_images(
+    sources: Sequence[_Store | _DatasetField],
+    names: Sequence[str],
+    idx: RecordIndex | RecordIndices,
+    specs: Sequence[Mapping[str, Any]],
+    epoch: int = 0,
+) -> tuple[list[npt.NDArray[np.uint8]], list[int], list[int], list[tuple[int, int]]]: ...
 
 @final
 class _PublishHold:

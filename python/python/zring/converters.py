@@ -318,18 +318,35 @@ def _decode_image(data: bytes, size: tuple[int, int]) -> npt.NDArray[np.uint8]:
         return np.asarray(im.convert("RGB").resize((w, h), Image.BILINEAR), dtype=np.uint8)
 
 
-def _image_field(size: tuple[int, int] | None) -> FieldSpec:
+#: The image format a file extension names, as the field metadata ``zring.image``
+#: records it (``jpeg`` and ``png`` are what ``decode=`` reads).
+_IMAGE_KINDS = {"jpg": "jpeg", "jpeg": "jpeg", "png": "png"}
+
+
+def _image_kind(ext: str) -> str:
+    """The image format of a file extension (with or without its dot)."""
+    ext = ext.lower().lstrip(".").rsplit(".", 1)[-1]
+    return _IMAGE_KINDS.get(ext, ext)
+
+
+def _image_field(size: tuple[int, int] | None, kinds: Iterable[str] = ()) -> FieldSpec:
+    """An image field: encoded bytes whose formats (``kinds``, e.g. ``jpeg``) the
+    metadata ``zring.image`` records (``jpeg,png`` when mixed), or decoded pixels."""
     from ._internal.write import FieldSpec
 
+    formats = sorted(set(kinds))
     if size is None:
-        return FieldSpec(np.uint8, ragged=True, kind="bytes")
+        meta = {"zring.image": ",".join(formats)} if formats else {}
+        return FieldSpec(np.uint8, ragged=True, kind="bytes", metadata=meta)
     return FieldSpec(np.uint8, (size[0], size[1], 3), metadata={"layout": "HWC", "color": "RGB"})
 
 
 def from_imagefolder(src: str | os.PathLike[str], dst: str | os.PathLike[str], *,
                      decode: Any = None, **options: Any) -> Dataset:
-    """``src/<class>/<image>`` -> fields ``image`` (the encoded file's bytes, or with
-    ``decode=(height, width)`` RGB uint8 ``(h, w, 3)`` resized with Pillow) and
+    """``src/<class>/<image>`` -> fields ``image`` (the encoded file's bytes, whose
+    formats the field's metadata ``zring.image`` names: ``jpeg``, ``png`` or
+    ``jpeg,png``; or with ``decode=(height, width)`` RGB uint8 ``(h, w, 3)`` resized
+    with Pillow) and
     ``label`` (int64, the class's position in the sorted class names, which the
     field's metadata lists)."""
     from ._internal.write import FieldSpec
@@ -340,15 +357,21 @@ def from_imagefolder(src: str | os.PathLike[str], dst: str | os.PathLike[str], *
         raise FileNotFoundError(f"{root}: no class directories")
     size = _parse_size(decode)
 
-    def rows() -> Iterator[dict[str, Any]]:
+    def files() -> Iterator[tuple[int, Path]]:
         for label, cls in enumerate(classes):
             for p in sorted((root / cls).rglob("*")):
                 if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS:
-                    data = p.read_bytes()
-                    yield {"image": data if size is None else _decode_image(data, size), "label": label}
+                    yield label, p
 
+    def rows() -> Iterator[dict[str, Any]]:
+        for label, p in files():
+            data = p.read_bytes()
+            yield {"image": data if size is None else _decode_image(data, size), "label": label}
+
+    # The formats, from a first listing that keeps only the distinct extensions.
+    kinds = {_image_kind(p.suffix) for _, p in files()} if size is None else set()
     fields = {
-        "image": _image_field(size),
+        "image": _image_field(size, kinds),
         "label": FieldSpec(np.int64, metadata={"classes": json.dumps(classes)}),
     }
     return write_dataset(dst, rows(), fields, **options)
@@ -386,7 +409,8 @@ def _wds_samples(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
 def from_webdataset(src: _Src, dst: str | os.PathLike[str], *, decode: Any = None,
                     **options: Any) -> Dataset:
     """WebDataset tar shards -> one field per extension: images (``jpg``, ``png``,
-    ...) as encoded bytes or, with ``decode=(height, width)``, RGB uint8 arrays;
+    ...) as encoded bytes (the metadata ``zring.image`` names the format) or, with
+    ``decode=(height, width)``, RGB uint8 arrays;
     ``cls`` / ``label`` / ``index`` as int64 labels; ``txt`` / ``json`` as str; other
     extensions as bytes; and ``key`` (the sample's tar key) as str."""
     from ._internal.write import FieldSpec
@@ -406,7 +430,7 @@ def from_webdataset(src: _Src, dst: str | os.PathLike[str], *, decode: Any = Non
             fields[e] = FieldSpec(np.int64)
         elif ("." + e.split(".")[-1]) in IMAGE_EXTENSIONS:
             kinds[e] = "image"
-            fields[e] = _image_field(size)
+            fields[e] = _image_field(size, [_image_kind(e)])
         elif e.split(".")[-1] in {"txt", "json", "text"}:
             kinds[e] = "str"
             fields[e] = "str"

@@ -21,8 +21,9 @@ except ImportError as _missing:  # pragma: no cover - exercised only without jax
 
 import numpy as np
 
-from ._internal.frameworks import Plan, as_int_indices, open_fields
+from ._internal.frameworks import Plan, as_int_indices, check_decode, open_fields, read_fields
 from ._internal.ragged import RaggedBatch
+from .decode import Image
 
 if TYPE_CHECKING:
     from ._internal.dataset import Dataset as ZringDataset
@@ -60,8 +61,8 @@ def to_jax(a: Any) -> Any:
 class DataSource:
     """Random access to aligned stores: record ``i`` is ``{name: ndarray}``.
 
-    ``DataSource(fields)`` with ``fields = {name: store, path or dataset}`` or a
-    :class:`zring.Dataset` (all its fields).
+    ``DataSource(fields, *, decode=None)`` with ``fields = {name: store, path or
+    dataset}`` or a :class:`zring.Dataset` (all its fields).
 
     - ``len(ds)``; ``ds[i]``: one record as NumPy arrays (what Grain's
       ``MapDataset`` / ``DataLoader`` expect of a ``RandomAccessDataSource``).
@@ -76,24 +77,39 @@ class DataSource:
     - ``ds.batch(ids)``: ``{name: jax.Array}`` for a batch (ragged fields as
       ``(values, cu_seqlens, shapes)``), over the gathered memory where
       :func:`to_jax` can hand it over without a copy.
+    - ``decode={"image": zring.decode.Image(...)}``: those fields' encoded images
+      are decoded in native code into ``uint8`` pixel arrays, with the random crops
+      of the epoch set by ``set_epoch(epoch)`` (:func:`batches` sets it per step).
     """
 
-    def __init__(self, fields: Mapping[str, Any] | ZringDataset) -> None:
+    def __init__(self, fields: Mapping[str, Any] | ZringDataset, *,
+                 decode: Mapping[str, Image] | None = None) -> None:
         self.fields = open_fields(fields)
+        self.decode = check_decode(self.fields, decode)
+        self.epoch = 0
         self._len = len(next(iter(self.fields.values())))
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the random crops of ``decode``."""
+        self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return self._len
 
     def __getitem__(self, record_key: int) -> dict[str, np.ndarray[Any, Any]]:
+        if self.decode:
+            one, n = read_fields(self.fields, as_int_indices([record_key]), self.decode, self.epoch)
+            if n == 0:
+                raise IndexError(f"record {record_key} was skipped: its image cannot be decoded")
+            return {name: np.asarray(v[0]) for name, v in one.items()}
         return {name: np.asarray(store[int(record_key)]) for name, store in self.fields.items()}
 
     def _getitems(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
         """The records ``record_keys`` (one gather per field), as Grain's batched read
         returns them: a list of per-record ``{name: ndarray}`` dicts."""
         ids = as_int_indices(record_keys)
-        cols = {name: store[ids] for name, store in self.fields.items()}
-        return [{name: col[k] for name, col in cols.items()} for k in range(len(ids))]
+        cols, n = read_fields(self.fields, ids, self.decode, self.epoch)
+        return [{name: col[k] for name, col in cols.items()} for k in range(n)]
 
     def __getitems__(self, record_keys: Sequence[int]) -> list[dict[str, Any]]:
         """:meth:`_getitems` under the name PyTorch's batched read uses."""
@@ -102,7 +118,7 @@ class DataSource:
     def read(self, ids: Any) -> dict[str, Any]:
         """``{name: ndarray | RaggedBatch}`` for the records ``ids`` (one gather per field)."""
         idx = as_int_indices(ids)
-        return {name: store[idx] for name, store in self.fields.items()}
+        return read_fields(self.fields, idx, self.decode, self.epoch)[0]
 
     def batch(self, ids: Any) -> dict[str, Any]:
         """``{name: jax.Array}`` for the records ``ids``."""
@@ -139,4 +155,6 @@ def batches(source: DataSource, batch_size: int, *, shuffle: bool = True, seed: 
     plan = Plan(len(source), batch_size, mode="cyclic" if shuffle else "sequential", seed=seed,
                 epochs=epochs, drop_last=drop_last, rank=rank, world_size=world_size)
     for step in plan.worker_steps(start, 0, 1):
+        # Decoded images crop by the step's epoch.
+        source.set_epoch(step // max(plan.steps_per_epoch, 1))
         yield source.batch(plan.indices(step))

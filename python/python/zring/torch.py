@@ -46,10 +46,18 @@ except ImportError as _missing:  # pragma: no cover - exercised only without tor
 
 import numpy as np
 
-from ._internal.frameworks import Plan, as_int_indices, open_fields, rank_and_world
+from ._internal.frameworks import (
+    Plan,
+    as_int_indices,
+    check_decode,
+    open_fields,
+    rank_and_world,
+    read_fields,
+)
 from ._internal.loader import Loader
 from ._internal.ragged import RaggedBatch
 from ._zring import _share_threads
+from .decode import Image
 
 if TYPE_CHECKING:
     from ._internal.dataset import Dataset as ZringDataset
@@ -100,6 +108,11 @@ _VIEW_AS = {
     "float8_e4m3fn": (np.uint8, "float8_e4m3fn"),
     "float8_e5m2": (np.uint8, "float8_e5m2"),
 }
+
+
+def _first(batch: Any) -> np.ndarray[Any, Any]:
+    """Record 0 of a one-record batch (an array or a ``RaggedBatch``)."""
+    return np.asarray(batch[0])
 
 
 def to_tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
@@ -304,7 +317,7 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
     """Map-style dataset over aligned stores: record ``i`` of every field belongs
     together.
 
-    ``Dataset(fields, *, ragged="offsets", pad_value=0, transform=None)``
+    ``Dataset(fields, *, ragged="offsets", pad_value=0, transform=None, decode=None)``
 
     - ``fields``: ``{name: store, path or dataset}`` (paths are opened with
       ``zring.open``; a :class:`zring.Dataset` stands for its field of that name), or
@@ -319,38 +332,55 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
       turn into ``{name: tensor | Ragged | Padded | nested tensor}`` (the batch as
       gathered and converted, not stacked again).
     - ``transform(batch_dict)``: applied to every batch (and single record) dict.
+    - ``decode={"image": zring.decode.Image(...)}``: those fields' encoded images
+      are decoded in native code into ``uint8`` pixel tensors; random crops use the
+      epoch set by ``set_epoch(epoch)`` (0 until then), as ``DistributedSampler``'s.
+      A bad image skipped (``on_error="skip"``) makes its batch shorter.
     """
 
     def __init__(self, fields: Mapping[str, Any] | ZringDataset, *, ragged: RaggedMode = "offsets", pad_value: Any = 0,
-                 transform: Callable[[dict[str, Any]], Any] | None = None) -> None:
+                 transform: Callable[[dict[str, Any]], Any] | None = None,
+                 decode: Mapping[str, Image] | None = None) -> None:
         self.fields = open_fields(fields)
         self.ragged = _check_ragged_mode(ragged)
         self.pad_value = pad_value
         self.transform = transform
+        self.decode = check_decode(self.fields, decode)
+        self.epoch = 0
         self._len = len(next(iter(self.fields.values())))
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the random crops of ``decode`` (call it before each epoch)."""
+        self.epoch = int(epoch)
 
     def __len__(self) -> int:
         return self._len
 
     def __getitem__(self, i: Any) -> Any:
         _take_worker_share()
-        out = {name: to_tensor(np.asarray(store[i])) for name, store in self.fields.items()}
+        if self.decode:
+            one, n = read_fields(self.fields, as_int_indices([i]), self.decode, self.epoch)
+            if n == 0:
+                raise IndexError(f"record {i} was skipped: its image cannot be decoded")
+            out = {name: to_tensor(_first(v)) for name, v in one.items()}
+        else:
+            out = {name: to_tensor(np.asarray(store[i])) for name, store in self.fields.items()}
         return self.transform(out) if self.transform is not None else out
 
     def __getitems__(self, indices: Any) -> Any:
         _take_worker_share()
         ids = as_int_indices(indices)
-        gathered = {name: store[ids] for name, store in self.fields.items()}
+        gathered, n = read_fields(self.fields, ids, self.decode, self.epoch)
         batch = _finish(gathered.items(), self.ragged, self.pad_value, self.transform)
         src = _Gathered(gathered, self.ragged, self.pad_value, self.transform)
-        return _Batch(src, len(ids), batch)
+        return _Batch(src, n, batch)
 
     def _batch(self, indices: Any) -> Any:
         """The batch ``collate(self.__getitems__(indices))`` gives, without making
         the per-record views (about 0.2 us a record) nobody will look at."""
         ids = as_int_indices(indices)
-        gathered = ((name, store[ids]) for name, store in self.fields.items())
-        return _finish(gathered, self.ragged, self.pad_value, self.transform)
+        gathered, _ = read_fields(self.fields, ids, self.decode, self.epoch)
+        return _finish(gathered.items(), self.ragged, self.pad_value, self.transform)
 
     def loader(self, batch_size: int, **kwargs: Any) -> "_tud.DataLoader":
         """A ``torch.utils.data.DataLoader`` over this dataset with ``batch_size``
@@ -365,7 +395,7 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
 
     ``IterableDataset(fields, batch_size, *, shuffle=True, mode=None, seed=0,
     epochs=None, drop_last=False, rank=None, world_size=None, ragged="offsets",
-    pad_value=0, transform=None, prefetch=2)``
+    pad_value=0, transform=None, prefetch=2, decode=None)``
 
     - ``batch_size``: records per batch on each rank; the global batch is
       ``batch_size * world_size``.
@@ -393,6 +423,10 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
       in each process (Rust, without the GIL, so reading overlaps the training
       step); ``0`` gathers each batch when asked, in the consumer's thread.
     - Each batch is ``{name: tensor | Ragged | Padded | nested tensor}``.
+    - ``decode={"image": zring.decode.Image(...)}``: those fields' encoded images
+      are decoded by the loader, in native code, into ``uint8`` pixel tensors, with
+      the epoch of each step: random crops change per epoch, and are the same for
+      any number of DataLoader workers and after ``load_state_dict``.
 
     Iterating builds a :class:`zring.Loader` over the fields (lazily, in the process
     that iterates: the dataset pickles without it) whose schedule is this rank's
@@ -419,8 +453,10 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         pad_value: Any = 0,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         prefetch: int = 2,
+        decode: Mapping[str, Image] | None = None,
     ) -> None:
         self.fields = open_fields(fields)
+        self.decode = check_decode(self.fields, decode)
         n = len(next(iter(self.fields.values())))
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
@@ -463,8 +499,9 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
     def batch(self, step: int) -> Any:
         """Batch ``step`` of this rank (a pure function of the configuration)."""
         ids = self.plan.indices(step)
-        gathered = ((name, store[ids]) for name, store in self.fields.items())
-        return _finish(gathered, self.ragged, self.pad_value, self.transform)
+        epoch = step // max(self.plan.steps_per_epoch, 1)
+        gathered, _ = read_fields(self.fields, ids, self.decode, epoch)
+        return _finish(gathered.items(), self.ragged, self.pad_value, self.transform)
 
     def __iter__(self) -> Iterator[Any]:
         _take_worker_share()
@@ -477,7 +514,8 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
         # Exactly that (lookahead_bytes=None): a DataLoader runs one of these per
         # worker process, and `prefetch` is the memory the user asked for.
         workers, ready = (1, self.prefetch) if self.prefetch else (0, 1)
-        loader = Loader(self.fields, schedule, workers=workers, prefetch=ready, lookahead_bytes=None)
+        loader = Loader(self.fields, schedule, workers=workers, prefetch=ready, lookahead_bytes=None,
+                        decode=self.decode or None)
         try:
             for s, shards in enumerate(loader):
                 batch = _finish(shards[0].items(), self.ragged, self.pad_value, self.transform)

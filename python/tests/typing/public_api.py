@@ -149,6 +149,21 @@ def datasets(directory: str) -> None:
         assert_type(loader, zring.Loader[Shard])
         assert list(next(loader)[0]) == ["x", "label", "text"]
 
+    # Encoded images (PNG bytes made by hand: 1x1, one red pixel) decoded on read.
+    png = bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de0000000c49444154"
+        "789c63f8cfc0000003010100c9fe92ef0000000049454e44ae426082"
+    )
+    images = zring.write_dataset(os.path.join(directory, "img"), {"image": [png, png], "label": np.arange(2)})
+    image = zring.decode.Image(size=(2, 2), crop="full")
+    assert_type(image, zring.decode.Image)
+    decoded = images.gather([1, 0], decode={"image": image}, epoch=1)
+    assert_type(decoded, zring.decode.Decoded)
+    assert decoded.indices == [1, 0] and decoded["image"].shape == (2, 2, 2, 3)
+    with zring.Loader(images, zring.Sampler(2, 2, "sequential"), workers=0, decode={"image": image}) as loader:
+        pixels = next(loader)[0]["image"]
+        assert isinstance(pixels, np.ndarray) and pixels.shape == (2, 2, 2, 3)
+
 
 def loaderx(directory: str) -> None:
     path = os.path.join(directory, "labels")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -10,6 +10,7 @@ import numpy.typing as npt
 
 from .ragged import RaggedBatch
 from .._zring import _Dataset
+from ..decode import Decoded, Image, _specs
 from ..types import BackendName, RecordIndex, RecordIndices, StrPath
 
 
@@ -35,7 +36,8 @@ class Dataset(_Dataset):
 
     - ``ds.gather(idx, fields=None)`` -> ``{name: ndarray | RaggedBatch}`` for the
       records ``idx`` (int, slice, list, 1-D array or mask) of ``fields`` (a name, a
-      list of names, or all), every field and shard read in parallel without the GIL.
+      list of names, or all), every field and shard read in parallel without the GIL;
+      ``decode={"image": zring.decode.Image(...)}`` decodes image fields to pixels.
     - ``ds[i]`` -> one record as ``{name: value}``: arrays, with string fields as
       ``str`` and bytes fields as ``bytes``; ``ds[idx]`` -> ``ds.gather(idx)``.
     - ``ds.field(name)`` is accepted by :class:`zring.Loader` wherever a store is;
@@ -104,6 +106,49 @@ class Dataset(_Dataset):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for i in range(len(self)):
             yield self[i]
+
+    # Without decode, what the native gather returns; with it, a Decoded dict.
+    @overload
+    def gather(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None = None,
+        *,
+        decode: None = None,
+        epoch: int = 0,
+    ) -> dict[str, npt.NDArray[Any] | RaggedBatch]: ...
+    @overload
+    def gather(
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None = None,
+        *,
+        decode: Mapping[str, Image],
+        epoch: int = 0,
+    ) -> Decoded: ...
+    def gather(  # adds keyword-only decode and epoch to the native gather
+        self,
+        idx: RecordIndex | RecordIndices,
+        fields: str | Sequence[str] | None = None,
+        *,
+        decode: Mapping[str, Image] | None = None,
+        epoch: int = 0,
+    ) -> dict[str, npt.NDArray[Any] | RaggedBatch] | Decoded:
+        """Records ``idx`` of ``fields`` (a name, a list of names, or all) in one
+        parallel read: ``{name: ndarray | RaggedBatch}``.
+
+        ``decode={"image": zring.decode.Image(...)}`` decodes fields of encoded
+        images (JPEG or PNG bytes) in native code, on the engine's threads, into
+        ``uint8`` pixel arrays ``(n, h, w, 3)`` (or ``(n, 3, h, w)``); random crops
+        and flips are a pure function of ``(seed, epoch, record)``. The result is
+        then a :class:`zring.decode.Decoded`, which also tells the records kept
+        (``on_error="skip"`` leaves bad ones out of every field).
+        """
+        specs = _specs(decode)
+        if not specs:
+            return super().gather(idx, fields)
+        out, kept, skipped, substituted = self._gather_decoded(idx, fields, specs, int(epoch))
+        return Decoded(out, kept, skipped, substituted)
 
     def to_arrow(
         self, idx: RecordIndices | None = None, fields: str | list[str] | None = None, *, batch_records: int = 4096

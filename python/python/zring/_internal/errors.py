@@ -71,6 +71,12 @@ class CodecError(ZringError, RuntimeError):
     """zstd compression, decompression or dictionary training failed."""
 
 
+class ImageDecodeError(ZringError, ValueError):
+    """A record's encoded image could not be decoded (damaged, not a JPEG or PNG,
+    or larger than ``max_pixels``); the message names the store or dataset field and
+    the record."""
+
+
 class ZringOSError(ZringError, OSError):
     """An operating-system error while reading or writing a store."""
 

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import numpy as np
 
 from .dataset import FieldView
-from .._zring import Sampler, _Dataset, _EpochPlan
+from .._zring import Sampler, _Dataset, _decode_images, _EpochPlan
 from .._zring import _Store as Store
 from .._zring import open as _open
+from ..decode import Image
 
 if TYPE_CHECKING:
     from ..types import ModeName
@@ -51,6 +52,44 @@ def open_fields(fields: Mapping[str, Any] | _Dataset) -> dict[str, Any]:
     if len(set(lengths.values())) != 1:
         raise ValueError(f"the fields hold different numbers of records: {lengths}")
     return out
+
+
+def check_decode(fields: Mapping[str, Any], decode: Mapping[str, Image] | None) -> dict[str, Image]:
+    """``decode`` checked against the fields: ``{name: zring.decode.Image}``."""
+    if decode is None:
+        return {}
+    out = dict(decode)
+    for name, image in out.items():
+        if name not in fields:
+            raise KeyError(f"decode names field {name!r}, which is not one of {list(fields)}")
+        if not isinstance(image, Image):
+            raise TypeError(f"decode[{name!r}] must be a zring.decode.Image, got {type(image).__name__}")
+    return out
+
+
+def read_fields(fields: Mapping[str, Any], ids: Any, decode: Mapping[str, Image],
+                epoch: int) -> tuple[dict[str, Any], int]:
+    """``({name: store[ids]}, records)``, with the fields of ``decode`` decoded to
+    pixels for ``epoch`` first (in native code, on the engine's threads) and the
+    others read for the records the decode kept (a bad image skipped or substituted
+    is skipped or substituted in every field)."""
+    if not decode:
+        return {name: store[ids] for name, store in fields.items()}, len(ids)
+    names = list(decode)
+    sources = [_native(fields[name]) for name in names]
+    specs = [decode[name]._spec() for name in names]
+    arrays, kept, _, _ = _decode_images(sources, names, ids, specs, int(epoch))
+    kept_ids = np.asarray(kept, dtype=np.int64)
+    pixels = dict(zip(names, arrays))
+    out = {name: pixels[name] if name in pixels else store[kept_ids] for name, store in fields.items()}
+    return out, len(kept)
+
+
+def _native(source: Any) -> Any:
+    """What the native decode reads: a store, or a dataset view's native field."""
+    if isinstance(source, DatasetFieldView):
+        return source.dataset.field(source.name)
+    return source
 
 
 def as_int_indices(indices: Any) -> np.ndarray[Any, Any]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .sampler_loader import IndexSampler, SamplerLoader
 from .._zring import Sampler, _Dataset, _EpochPlan, _Loader
+from ..decode import Image, _specs
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -68,6 +69,15 @@ class Loader(_Loader, Generic[_T]):
       cache) has no device queue to fill and keeps exactly ``workers`` and
       ``prefetch``. ``None`` uses ``workers`` and ``prefetch`` as given.
       ``options`` tells what was chosen. (Rust sampler only, like ``pinned``.)
+    - ``decode``: ``{name: zring.decode.Image(...)}`` decodes those streams'
+      encoded images (JPEG or PNG records) in native code, on the engine's threads,
+      into ``uint8`` pixel arrays ``(B, h, w, 3)`` (or ``(B, 3, h, w)``), with each
+      step's epoch: random crops change from epoch to epoch and are the same for
+      any ``workers`` and after ``seek``. A bad image raises
+      :class:`zring.ImageDecodeError` at its step, or, with ``on_error="skip"`` or
+      ``"substitute"``, is left out of (replaced in) every stream of its shard;
+      ``stats()`` counts them (``images_skipped``, ``images_substituted``).
+      (Rust sampler only.)
 
     Iterating yields, per step, a list with one dict per shard:
     ``{name: ndarray | RaggedBatch}`` whose arrays are zero-copy views of the
@@ -104,6 +114,7 @@ class Loader(_Loader, Generic[_T]):
         *,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 512 << 20,
+        decode: Mapping[str, Image] | None = None,
     ) -> Self: ...
     @overload
     def __new__(  # type: ignore[misc]  # a custom sampler makes a SamplerLoader
@@ -126,9 +137,16 @@ class Loader(_Loader, Generic[_T]):
 
                 streams = {name: [FieldView(streams, name)] for name in streams.fields}
         if not native:
+            if kwargs.get("decode") is not None:
+                raise TypeError(
+                    "decode= needs a zring.Sampler or an epoch plan (the Rust loader decodes); "
+                    "a custom sampler's loader gathers in Python"
+                )
             loader = SamplerLoader(streams, sampler, *args, **kwargs)
             _live.add(loader)
             return loader
+        if kwargs.get("decode") is not None:
+            kwargs = {**kwargs, "decode": _specs(kwargs["decode"])}
         return super().__new__(cls, streams, sampler, *args, **kwargs)
 
     # The type parameter is what a step's list holds: a Shard dict without a
@@ -146,6 +164,7 @@ class Loader(_Loader, Generic[_T]):
         *,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 512 << 20,
+        decode: Mapping[str, Image] | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -159,6 +178,7 @@ class Loader(_Loader, Generic[_T]):
         *,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 512 << 20,
+        decode: Mapping[str, Image] | None = None,
     ) -> None: ...
     @overload
     def __init__(
@@ -172,6 +192,7 @@ class Loader(_Loader, Generic[_T]):
         ordered: bool = True,
         pinned: bool = False,
         lookahead_bytes: int | str | None = 512 << 20,
+        decode: Mapping[str, Image] | None = None,
     ) -> None: ...
     @overload
     def __init__(

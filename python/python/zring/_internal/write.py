@@ -444,6 +444,31 @@ def _dict_batches(
         yield batch
 
 
+#: How many values of a binary column are looked at to tell whether it holds images.
+_IMAGE_SNIFF = 1024
+
+
+def _note_image_kind(spec: FieldSpec, col: Any) -> None:
+    """Records ``zring.image`` (``jpeg``, ``png`` or ``jpeg,png``) in the metadata of a
+    bytes field whose first values (up to ``_IMAGE_SNIFF``, nulls and empties
+    passed) are all JPEG or PNG images, by their signatures: the read-side decode
+    (``decode=``) takes such a field, and ``zring info`` shows the format."""
+    if spec.kind != "bytes" or not spec.ragged:
+        return
+    kinds = set()
+    for value in col.slice(0, _IMAGE_SNIFF).to_pylist():
+        if not value:
+            continue
+        if value.startswith(b"\xff\xd8\xff"):
+            kinds.add("jpeg")
+        elif value.startswith(b"\x89PNG\r\n\x1a\n"):
+            kinds.add("png")
+        else:
+            return
+    if kinds:
+        spec.metadata["zring.image"] = ",".join(sorted(kinds))
+
+
 def _flatten_into(pa: Any, out: dict[str, Any], name: str, arr: Any) -> None:
     """Adds column ``name`` to ``out``, struct children as ``name.child``. (A module
     function, not a recursive closure: a closure that calls itself is a reference
@@ -540,6 +565,7 @@ class _Source:
                         self.specs[k] = self.given[k]
                     elif self.kind == "arrow":
                         self.specs[k] = _arrow_spec(self.pa, cols[k].type, k)
+                        _note_image_kind(self.specs[k], cols[k])
             out: dict[str, _Column] = {}
             for k in names:
                 spec = self.specs.get(k)
