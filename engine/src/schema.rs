@@ -216,7 +216,7 @@ pub struct StoreSchema {
 }
 
 impl StoreSchema {
-    /// The JSON text stored in the file: canonical JSON ([`canonical_json`]), so the
+    /// The JSON text stored in the file: canonical JSON (`canonical_json`), so the
     /// same schema is always the same bytes, whatever serde_json's features.
     pub fn to_json(&self) -> String {
         let s = &self.schema;

@@ -52,8 +52,15 @@ impl Input {
 fn check_order(plan: &Plan, ranges: &[Range<u64>]) {
     let mut seen = plan.order.clone();
     seen.sort_unstable();
-    assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>(), "order is a permutation");
-    assert!(plan.order.windows(2).all(|w| ranges[w[0]].start <= ranges[w[1]].start));
+    assert_eq!(
+        seen,
+        (0..ranges.len()).collect::<Vec<_>>(),
+        "order is a permutation"
+    );
+    assert!(plan
+        .order
+        .windows(2)
+        .all(|w| ranges[w[0]].start <= ranges[w[1]].start));
     assert_eq!(plan.spans.len(), ranges.len());
 }
 
@@ -74,7 +81,10 @@ fuzz_target!(|data: &[u8]| {
         }
         assert_eq!(span.len(), 1, "record {k} lies in exactly one GET");
         let piece = &plan.pieces[span.start];
-        assert!(piece.start <= r.start && r.end <= piece.end, "record {k} {r:?} in {piece:?}");
+        assert!(
+            piece.start <= r.start && r.end <= piece.end,
+            "record {k} {r:?} in {piece:?}"
+        );
     }
     let holders = plan.records_of_pieces();
     for (p, piece) in plan.pieces.iter().enumerate() {
@@ -84,18 +94,28 @@ fuzz_target!(|data: &[u8]| {
                 .iter()
                 .map(|&i| &ranges[plan.order[i]])
                 .any(|r| r == piece);
-            assert!(widest, "a GET over max_request is one record's own: {piece:?}");
+            assert!(
+                widest,
+                "a GET over max_request is one record's own: {piece:?}"
+            );
         }
     }
 
     let plan = chunked(ranges, input.chunk, input.max_gap);
     check_order(&plan, ranges);
     for w in plan.pieces.windows(2) {
-        assert!(w[0].end <= w[1].start, "pieces are disjoint and sorted: {w:?}");
+        assert!(
+            w[0].end <= w[1].start,
+            "pieces are disjoint and sorted: {w:?}"
+        );
     }
     for p in &plan.pieces {
         assert!(p.start < p.end, "no empty piece");
-        assert_eq!(p.start / input.chunk, (p.end - 1) / input.chunk, "{p:?} in one chunk");
+        assert_eq!(
+            p.start / input.chunk,
+            (p.end - 1) / input.chunk,
+            "{p:?} in one chunk"
+        );
     }
     for (i, &k) in plan.order.iter().enumerate() {
         let r = &ranges[k];
@@ -107,7 +127,10 @@ fuzz_target!(|data: &[u8]| {
         // The record's pieces cover it: no hole between r.start and r.end.
         let mut at = r.start;
         for p in pieces {
-            assert!(p.start <= at && at < p.end, "record {k} {r:?}: a hole at {at} ({pieces:?})");
+            assert!(
+                p.start <= at && at < p.end,
+                "record {k} {r:?}: a hole at {at} ({pieces:?})"
+            );
             at = p.end.min(r.end);
         }
         assert_eq!(at, r.end, "record {k} {r:?} covered to its end");

@@ -66,7 +66,7 @@ impl Manifest {
     }
 
     /// The JSON text of the manifest file, checksum included: canonical JSON
-    /// ([`canonical_json`]) in the pretty layout, so the same manifest is always the
+    /// (`canonical_json`) in the pretty layout, so the same manifest is always the
     /// same bytes, whatever serde_json's features (and the bytes zring wrote before).
     pub fn to_json(&self) -> String {
         let body = ManifestOut {

@@ -70,7 +70,7 @@ pub struct ReadOptions {
     /// worker (one per core); 1 means the caller alone.
     pub threads: usize,
     /// Reads each thread keeps in flight with the `uring` backend
-    /// (1..=[`MAX_QUEUE_DEPTH`]).
+    /// (1 to 256).
     pub queue_depth: usize,
     /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
     /// benchmarks). Needs a file system that supports it; not with `mmap`.
@@ -261,8 +261,8 @@ impl ReadOptions {
     }
 
     /// Checks every setting against its rule (the rules [`set`](ReadOptions::set)
-    /// applies): a `queue_depth` in 1..=[`MAX_QUEUE_DEPTH`], a `remote.in_flight`
-    /// in 1..=[`MAX_IN_FLIGHT`], a `remote.max_request` and a cache's chunk size of
+    /// applies): a `queue_depth` in 1..=256, a `remote.in_flight`
+    /// in 1..=1024, a `remote.max_request` and a cache's chunk size of
     /// at least a byte. Every open runs it.
     pub fn validate(&self) -> Result<()> {
         for key in [

@@ -48,7 +48,7 @@ pub use plan::{PackPlan, Packer, Piece};
 pub use prefetch::PackedLoader;
 pub use reader::{PackedReader, Token};
 
-/// How rows are filled; see the [module docs](self).
+/// How rows are filled; see the notes of the packing module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackStrategy {
     /// Split sequences at row ends; rows are always full.

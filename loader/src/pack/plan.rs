@@ -84,7 +84,7 @@ impl PackPlan {
 }
 
 /// Plans batches of `rows` rows of `seq_len` tokens; see the
-/// [module docs](super).
+/// notes of the packing module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Packer {
     seq_len: usize,
