@@ -51,24 +51,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The W13 example's images: 500x375, gradients, flat objects, pixel noise.
-fn photo(i: u32) -> Result<Vec<u8>, image::ImageError> {
-    let mut state = u64::from(i).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut noise = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % 48) as i32 - 24
-    };
-    let img = RgbImage::from_fn(500, 375, |x, y| {
-        let object = ((x / 60 + y / 45 + i) % 5 == 0) as i32 * 60;
-        let base = [
-            (x * 200 / 500) as i32 + object,
-            (y * 200 / 375) as i32,
-            ((x + y + i * 7) % 256) as i32 / 2 + object,
-        ];
-        image::Rgb(base.map(|c| (c + noise()).clamp(0, 255) as u8))
-    });
+/// W13 photograph `i` (zring-workloads' generator) as a JPEG.
+fn photo(i: u32) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    let pixels = zring_workloads::photo_pixels(i);
+    let (w, h) = (zring_workloads::PHOTO_WIDTH, zring_workloads::PHOTO_HEIGHT);
+    let img = RgbImage::from_raw(w, h, pixels).ok_or("a photograph's pixels are w x h x 3")?;
     let mut out = Cursor::new(Vec::new());
     DynamicImage::ImageRgb8(img).write_to(&mut out, ImageFormat::Jpeg)?;
     Ok(out.into_inner())

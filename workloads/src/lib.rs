@@ -21,9 +21,11 @@
 #![deny(unsafe_code)]
 
 mod image;
+mod photo;
 pub mod rng;
 mod workloads;
 
 pub use image::{SynthSpec, IMAGE_BYTES, IMAGE_SHAPE};
+pub use photo::{photo_pixels, PHOTO_HEIGHT, PHOTO_WIDTH};
 pub use rng::Rng;
 pub use workloads::*;
