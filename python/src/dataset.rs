@@ -60,6 +60,20 @@ fn schema_dict<'py>(py: Python<'py>, name: &str, s: &Schema) -> PyResult<Bound<'
     Ok(d)
 }
 
+/// `idx` as a selection of `len` records: datasets take an index, a slice or a 1-D
+/// index array.
+fn select_1d(idx: &Bound<'_, PyAny>, len: u64) -> PyResult<Selection> {
+    let sel = index::select(idx, len)?;
+    if let Selection::Many { shape, .. } = &sel {
+        if shape.len() != 1 {
+            return Err(PyValueError::new_err(format!(
+                "datasets take 1-D index arrays, got shape {shape:?}"
+            )));
+        }
+    }
+    Ok(sel)
+}
+
 impl PyDataset {
     /// Field `f`'s gathered output as a Python value: an array, or a `RaggedBatch`
     /// (`one`: a single record's array, without the batch axis).
@@ -329,15 +343,8 @@ impl PyDataset {
         fields: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let positions = self.positions(fields)?;
-        let sel = index::select(idx, self.ds.len())?;
+        let sel = select_1d(idx, self.ds.len())?;
         let one = matches!(sel, Selection::One(_));
-        if let Selection::Many { shape, .. } = &sel {
-            if shape.len() != 1 {
-                return Err(PyValueError::new_err(format!(
-                    "datasets take 1-D index arrays, got shape {shape:?}"
-                )));
-            }
-        }
         let ids = sel.ids();
         let outs = self.read(py, ids, &positions)?;
         let result = PyDict::new(py);
@@ -363,15 +370,8 @@ impl PyDataset {
         epoch: u64,
     ) -> PyResult<(Bound<'py, PyDict>, Vec<u64>, Vec<u64>, Vec<(u64, u64)>)> {
         let positions = self.positions(fields)?;
-        let sel = index::select(idx, self.ds.len())?;
+        let sel = select_1d(idx, self.ds.len())?;
         let one = matches!(sel, Selection::One(_));
-        if let Selection::Many { shape, .. } = &sel {
-            if shape.len() != 1 {
-                return Err(PyValueError::new_err(format!(
-                    "datasets take 1-D index arrays, got shape {shape:?}"
-                )));
-            }
-        }
         let ids = sel.ids();
         let mut images: Vec<(usize, DatasetField, ImageDecode)> = Vec::new();
         for (name, spec) in decode.iter() {
