@@ -434,13 +434,16 @@ impl PyDataset {
             .filter(|f| !images.iter().any(|(i, _, _)| i == f))
             .collect();
         let mut outs = self.read(py, kept, &others)?.into_iter();
-        let mut pixels = images.iter().zip(bufs);
+        // By the decoded field's place in `images` (the order `decode` named them,
+        // not the fields' order).
+        let mut pixels: Vec<Option<PooledBuf>> = bufs.into_iter().map(Some).collect();
         let result = PyDict::new(py);
         for &f in &positions {
             let field = &self.ds.fields()[f];
             let value = match images.iter().position(|(i, _, _)| *i == f) {
-                Some(_) => {
-                    let Some(((_, _, image), mut buf)) = pixels.next() else {
+                Some(k) => {
+                    let (_, _, image) = &images[k];
+                    let Some(mut buf) = pixels[k].take() else {
                         return Err(errors::INVALID.err(py, "internal: a decoded field is missing"));
                     };
                     buf.truncate(kept.len() * image.out_bytes());

@@ -77,6 +77,20 @@ def test_center_crop_matches_pil_within_tolerance(tmp_path, images):
     assert one["image"].shape == (8, 8, 3) and int(one["label"]) == 5
 
 
+def test_two_image_fields_get_their_own_pixels_whatever_order_decode_names_them(tmp_path, images):
+    path = str(tmp_path / "two")
+    zring.write_dataset(path, {"a": images, "b": images[::-1], "label": np.arange(len(images), dtype=np.int64)})
+    ds = zring.Dataset(path)
+    ids = [0, 5, 9]
+    both = ds.gather(ids, decode={"b": Image(size=(8, 12)), "a": Image(size=(16, 20))})
+    assert both["a"].shape == (3, 16, 20, 3) and both["b"].shape == (3, 8, 12, 3)
+    alone_a = ds.gather(ids, fields=["a"], decode={"a": Image(size=(16, 20))})["a"]
+    alone_b = ds.gather(ids, fields=["b"], decode={"b": Image(size=(8, 12))})["b"]
+    np.testing.assert_array_equal(both["a"], alone_a)
+    np.testing.assert_array_equal(both["b"], alone_b)
+    assert both["label"].tolist() == ids
+
+
 def test_random_crops_are_a_function_of_seed_epoch_and_record(tmp_path, images):
     ds = write(tmp_path, images)
     spec = Image(size=(24, 24), crop="random_resized", flip=True, seed=3)
