@@ -210,7 +210,7 @@ impl<T> Loader<T> {
         match &self.factory.schedule {
             Schedule::Sampler(s) => Some(s),
             Schedule::Epochs(p) => Some(p.stream()),
-            Schedule::Mixture(_) => None,
+            Schedule::Mixture(_) | Schedule::MixedEpochs(_) => None,
         }
     }
 

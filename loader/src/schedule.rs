@@ -1,7 +1,7 @@
 //! What a loader's steps are drawn from: an endless [`Sampler`] (a full batch every
 //! step) or an [`EpochPlan`] (epochs with a smaller last step, finite or endless).
 
-use zring_sampler::{EpochPlan, MixtureSampler, Sampler, SamplerError};
+use zring_sampler::{EpochPlan, MixturePlan, MixtureSampler, Sampler, SamplerError};
 
 /// The step schedule of a loader. Both kinds are pure functions of the step
 /// number, so workers make steps independently and `seek` is exact.
@@ -13,11 +13,21 @@ use zring_sampler::{EpochPlan, MixtureSampler, Sampler, SamplerError};
 /// - [`Schedule::Mixture`]: full batches of a weighted mixture of sources, forever;
 ///   its indices number the sources' records one after another, as an
 ///   `engine::Concat` of them does (the views to read them through).
+/// - [`Schedule::MixedEpochs`]: an epoch plan over a mixture's positions (epoch
+///   `e` reads positions `[e * len, (e + 1) * len)`), with the plan's short last
+///   steps and end; its indices number the sources' records as `Mixture` does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Schedule {
     Sampler(Sampler),
     Epochs(EpochPlan),
     Mixture(MixtureSampler),
+    MixedEpochs(MixturePlan),
+}
+
+impl From<MixturePlan> for Schedule {
+    fn from(m: MixturePlan) -> Self {
+        Schedule::MixedEpochs(m)
+    }
 }
 
 impl From<MixtureSampler> for Schedule {
@@ -45,6 +55,7 @@ impl Schedule {
             Schedule::Sampler(s) => s.step(),
             Schedule::Epochs(p) => p.step(),
             Schedule::Mixture(m) => m.step(),
+            Schedule::MixedEpochs(m) => m.plan().step(),
         }
     }
 
@@ -55,6 +66,7 @@ impl Schedule {
             Schedule::Sampler(s) => s.len(),
             Schedule::Epochs(p) => p.len(),
             Schedule::Mixture(m) => m.len(),
+            Schedule::MixedEpochs(m) => m.mixture().total_len(),
         }
     }
 
@@ -64,6 +76,7 @@ impl Schedule {
             Schedule::Sampler(s) => s.batch_size(),
             Schedule::Epochs(p) => p.batch_size(),
             Schedule::Mixture(m) => m.batch_size(),
+            Schedule::MixedEpochs(m) => m.plan().batch_size(),
         }
     }
 
@@ -73,6 +86,7 @@ impl Schedule {
             Schedule::Sampler(s) => vec![s.batch_size()],
             Schedule::Epochs(p) => p.batch_lens(),
             Schedule::Mixture(m) => vec![m.batch_size()],
+            Schedule::MixedEpochs(m) => m.plan().batch_lens(),
         }
     }
 
@@ -81,6 +95,7 @@ impl Schedule {
         match self {
             Schedule::Sampler(_) | Schedule::Mixture(_) => None,
             Schedule::Epochs(p) => p.steps(),
+            Schedule::MixedEpochs(m) => m.plan().steps(),
         }
     }
 
@@ -98,6 +113,7 @@ impl Schedule {
                 .plan_step(step)
                 .map_or(u64::MAX, |k| k / p.steps_per_epoch().max(1)),
             Schedule::Mixture(m) => round(u128::from(step) * m.batch_size() as u128, m.len()),
+            Schedule::MixedEpochs(m) => m.epoch(step).unwrap_or(u64::MAX),
         }
     }
 
@@ -120,6 +136,14 @@ impl Schedule {
             }
             Schedule::Mixture(m) => {
                 out.resize(m.batch_size(), 0);
+                m.fill(step, out)
+            }
+            Schedule::MixedEpochs(m) => {
+                let n = m
+                    .plan()
+                    .batch_len(step)
+                    .ok_or(SamplerError::PastEnd { step })?;
+                out.resize(n, 0);
                 m.fill(step, out)
             }
         }

@@ -85,6 +85,8 @@ pub enum SamplerError {
         /// The most a mixture takes.
         max: usize,
     },
+    /// A mixture's sources hold more than `u64::MAX` records together.
+    TooManyRecords,
     /// A position before the first one a reweighted mixture answers for.
     BeforeStart {
         /// The position asked for.
@@ -146,6 +148,10 @@ impl fmt::Display for SamplerError {
             Self::TooManySources { sources, max } => write!(
                 f,
                 "a mixture takes at most {max} sources with a positive weight (got {sources})"
+            ),
+            Self::TooManyRecords => write!(
+                f,
+                "a mixture's sources hold more than 2^64 - 1 records together"
             ),
             Self::BeforeStart { position, start } => write!(
                 f,

@@ -143,6 +143,6 @@ mod sequential;
 
 pub use epochs::EpochPlan;
 pub use error::{BadValue, SamplerError};
-pub use mixture::{Mixture, MixtureSampler, Pick, MAX_PERIOD};
+pub use mixture::{Mixture, MixturePlan, MixtureSampler, Pick, MAX_PERIOD};
 pub use mode::Mode;
 pub use sampler::Sampler;

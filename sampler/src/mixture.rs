@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::error::BadValue;
 use crate::hash::{derive, TAG_MIXTURE};
 use crate::sampler::check_shard;
-use crate::{Mode, Sampler, SamplerError};
+use crate::{EpochPlan, Mode, Sampler, SamplerError};
 
 /// The largest period: quotas are exact to `1 / MAX_PERIOD` of the total.
 pub const MAX_PERIOD: u32 = 1 << 16;
@@ -73,6 +73,9 @@ pub struct Mixture {
     start: u64,
     /// Each source's position at `start`.
     base: Vec<u64>,
+    /// Each source's first index in the concatenation of the sources; one more
+    /// entry holds the total.
+    starts: Arc<[u64]>,
 }
 
 impl Mixture {
@@ -103,6 +106,13 @@ impl Mixture {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let (quotas, pattern, rank) = interleave(weights)?;
+        let mut starts = Vec::with_capacity(lens.len() + 1);
+        let mut total = 0u64;
+        starts.push(0);
+        for &len in lens {
+            total = total.checked_add(len).ok_or(SamplerError::TooManyRecords)?;
+            starts.push(total);
+        }
         Ok(Self {
             weights: weights.to_vec(),
             samplers,
@@ -111,6 +121,7 @@ impl Mixture {
             rank,
             start: 0,
             base: vec![0; lens.len()],
+            starts: starts.into(),
         })
     }
 
@@ -135,6 +146,7 @@ impl Mixture {
             rank,
             start: at,
             base,
+            starts: Arc::clone(&self.starts),
         })
     }
 
@@ -156,6 +168,20 @@ impl Mixture {
             record: record[0],
             source_position: c as u64,
         })
+    }
+
+    /// Where global position `position` reads, as an index into the
+    /// concatenation of the sources (source `s`'s record `r` is `r` plus the
+    /// lengths of the sources before `s`): what a loader reading the sources
+    /// through one `Concat` gathers.
+    pub fn index(&self, position: u64) -> Result<u64, SamplerError> {
+        let pick = self.pick(position)?;
+        Ok(self.starts[pick.source] + pick.record)
+    }
+
+    /// The records of all sources together (the concatenation's length).
+    pub fn total_len(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
     }
 
     /// [`pick`](Self::pick) for positions `start, start + 1, ...`, one per
@@ -267,7 +293,6 @@ impl Eq for Mixture {}
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MixtureSampler {
     mixture: Mixture,
-    starts: Vec<u64>,
     batch: usize,
     rank: usize,
     world: usize,
@@ -280,15 +305,8 @@ impl MixtureSampler {
         if batch == 0 {
             return Err(SamplerError::ZeroBatch);
         }
-        let mut starts = Vec::with_capacity(mixture.len());
-        let mut total = 0u64;
-        for s in 0..mixture.len() {
-            starts.push(total);
-            total = total.saturating_add(mixture.source_len(s));
-        }
         Ok(Self {
             mixture,
-            starts,
             batch,
             rank: 0,
             world: 1,
@@ -321,8 +339,7 @@ impl MixtureSampler {
             .and_then(|p| p.checked_add((self.rank * local) as u64))
             .ok_or(SamplerError::PastEnd { step })?;
         for (k, slot) in out.iter_mut().enumerate() {
-            let pick = self.mixture.pick(p0 + k as u64)?;
-            *slot = self.starts[pick.source] + pick.record;
+            *slot = self.mixture.index(p0 + k as u64)?;
         }
         Ok(())
     }
@@ -330,7 +347,7 @@ impl MixtureSampler {
     /// The records of all sources together.
     #[allow(clippy::len_without_is_empty)] // sources are never empty
     pub fn len(&self) -> u64 {
-        self.starts.last().copied().unwrap_or(0) + self.mixture.source_len(self.mixture.len() - 1)
+        self.mixture.total_len()
     }
 
     /// Indices per `fill` on this rank.
@@ -351,6 +368,63 @@ impl MixtureSampler {
     /// The mixture.
     pub fn mixture(&self) -> &Mixture {
         &self.mixture
+    }
+}
+
+/// An [`EpochPlan`] that reads a [`Mixture`]: the plan's records are positions
+/// of the mixture's stream, epoch by epoch. Index `k` of the plan's epoch `e`
+/// (over `length` positions) is position `e * length + k`, read at its index
+/// in the concatenation of the sources ([`Mixture::index`]).
+///
+/// So every plan (shuffled or in order, sharded across ranks, strided across
+/// workers, finite or endless) reads a mixture, and each epoch reads new
+/// positions: a source's later passes, not the first epoch's records again.
+/// Resuming a plan resumes the mixture with it, since both are pure functions
+/// of the step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MixturePlan {
+    plan: EpochPlan,
+    mixture: Mixture,
+}
+
+impl MixturePlan {
+    /// `plan` over `mixture`'s positions; the plan's length is the number of
+    /// positions in one epoch.
+    pub fn new(plan: EpochPlan, mixture: Mixture) -> Self {
+        Self { plan, mixture }
+    }
+
+    /// The plan of positions.
+    pub fn plan(&self) -> &EpochPlan {
+        &self.plan
+    }
+
+    /// The mixture the positions read.
+    pub fn mixture(&self) -> &Mixture {
+        &self.mixture
+    }
+
+    /// The plan's epoch of its step `step` (`None` past the end).
+    pub fn epoch(&self, step: u64) -> Option<u64> {
+        let k = self.plan.plan_step(step)?;
+        Some(k / self.plan.steps_per_epoch().max(1))
+    }
+
+    /// Writes the concatenation's indices of step `step` into `out`, whose length
+    /// must be the plan's [`EpochPlan::batch_len`] of that step.
+    pub fn fill(&self, step: u64, out: &mut [u64]) -> Result<(), SamplerError> {
+        self.plan.fill(step, out)?;
+        let epoch = self.epoch(step).ok_or(SamplerError::PastEnd { step })?;
+        let first = epoch
+            .checked_mul(self.plan.len())
+            .ok_or(SamplerError::PastEnd { step })?;
+        for slot in out.iter_mut() {
+            let position = first
+                .checked_add(*slot)
+                .ok_or(SamplerError::PastEnd { step })?;
+            *slot = self.mixture.index(position)?;
+        }
+        Ok(())
     }
 }
 
