@@ -375,3 +375,59 @@ fn gc_keeps_the_newest_versions_and_what_they_name_and_removes_the_rest() {
         vec![4]
     );
 }
+
+#[test]
+fn joined_datasets_read_as_one_numbered_one_after_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    build(&a, &[0, 10, 30], Codec::Raw);
+    // The second dataset holds records 30..50 of the same functions, so the join's
+    // record i is the function's record i.
+    let mut builder = DatasetBuilder::create(&b, fields(), false).unwrap();
+    write_shard(&mut builder, 30..50, Codec::Zstd);
+    builder.publish().unwrap();
+    let parts = [
+        Dataset::open(&a, ReadOptions::default()).unwrap(),
+        Dataset::open(&b, ReadOptions::default()).unwrap(),
+    ];
+    let joined = Dataset::join(&parts).unwrap();
+    assert_eq!(joined.len(), 50);
+    assert_eq!(joined.shards(), 3);
+    check_batch(&joined, &[49, 0, 31, 12, 29, 30, 30]);
+    assert_eq!(joined.store_paths().len(), 9);
+    assert!(matches!(
+        joined.gather_vec(&[50], &[2]),
+        Err(Error::IndexOutOfRange {
+            index: 50,
+            len: 50,
+            ..
+        })
+    ));
+
+    // Other fields, or none at all, are refused.
+    let other = dir.path().join("other");
+    let mut builder = DatasetBuilder::create(
+        &other,
+        vec![("label".into(), Schema::dense(DType::I64, &[]))],
+        false,
+    )
+    .unwrap();
+    let path = &builder.shard_paths(0)[0];
+    let mut w = Writer::create(
+        path,
+        Schema::dense(DType::I64, &[]),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    w.append_dense(&7i64.to_le_bytes()).unwrap();
+    w.close().unwrap();
+    builder.add_shard(1).unwrap();
+    builder.publish().unwrap();
+    let other = Dataset::open(&other, ReadOptions::default()).unwrap();
+    let err = Dataset::join(&[parts[0].clone(), other]).err().unwrap();
+    assert!(
+        err.to_string().contains("dataset 1 has fields [label: I64"),
+        "{err}"
+    );
+    assert!(Dataset::join(&[]).is_err());
+}

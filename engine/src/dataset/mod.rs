@@ -203,6 +203,79 @@ impl Dataset {
         Ok(Self::assemble(location, manifest, vec![vec![store]], opts))
     }
 
+    /// Several datasets with the same fields read as one: record `i` of the result
+    /// is record `i - start(d)` of dataset `d`, where `start(d)` counts the records
+    /// of the datasets before it (the numbering `Concat` and a mixture use). Field
+    /// names, dtypes and layouts must match the first dataset's (metadata may
+    /// differ; the first one's is kept). Nothing is read or written: the result
+    /// shares the datasets' open stores, shard after shard.
+    pub fn join(parts: &[Dataset]) -> Result<Self> {
+        let Some(first) = parts.first() else {
+            return Err(Error::InvalidArgument(ArgumentError::NoParts));
+        };
+        let describe = |ds: &Dataset| {
+            let fields: Vec<String> = ds
+                .fields()
+                .iter()
+                .map(|f| format!("{}: {:?} {:?}", f.name, f.schema.dtype, f.schema.layout))
+                .collect();
+            format!("[{}]", fields.join(", "))
+        };
+        let same = |a: &Field, b: &Field| {
+            a.name == b.name
+                && a.schema.dtype == b.schema.dtype
+                && a.schema.layout == b.schema.layout
+        };
+        let mut shards = Vec::new();
+        let mut stores = Vec::new();
+        let mut total = 0u64;
+        for (part, ds) in parts.iter().enumerate() {
+            let fields = ds.fields();
+            if fields.len() != first.fields().len()
+                || !fields.iter().zip(first.fields()).all(|(a, b)| same(a, b))
+            {
+                return Err(Error::InvalidArgument(ArgumentError::PartFields {
+                    part,
+                    found: describe(ds),
+                    expected: describe(first),
+                }));
+            }
+            total = total
+                .checked_add(ds.len())
+                .ok_or(Error::InvalidArgument(ArgumentError::BatchTooLarge))?;
+            // The joined manifest names each store by its own path: relative names
+            // would be relative to different directories.
+            for (shard, row) in ds.inner.manifest.shards.iter().zip(&ds.inner.stores) {
+                shards.push(Shard {
+                    records: shard.records,
+                    files: row
+                        .iter()
+                        .map(|s| s.path().to_string_lossy().into_owned())
+                        .collect(),
+                });
+                stores.push(row.clone());
+            }
+        }
+        let manifest = Manifest {
+            version: 0,
+            fields: first.fields().to_vec(),
+            shards,
+        };
+        let names: Vec<String> = parts
+            .iter()
+            .map(|d| d.path().to_string_lossy().into_owned())
+            .collect();
+        // Only described (in errors and `path`): the stores are open, so nothing is
+        // ever read through this location.
+        let location = Arc::new(LocalDir::new(format!("[{}]", names.join(" + "))));
+        Ok(Self::assemble(
+            location,
+            manifest,
+            stores,
+            first.inner.opts.clone(),
+        ))
+    }
+
     fn assemble(
         location: Arc<dyn Location>,
         manifest: Manifest,

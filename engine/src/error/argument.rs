@@ -124,6 +124,13 @@ pub enum ArgumentError {
         found: String,
         expected: String,
     },
+    /// A dataset joined to others whose fields differ from the first one's.
+    #[error("dataset {part} has fields {found}, the first one {expected}")]
+    PartFields {
+        part: usize,
+        found: String,
+        expected: String,
+    },
     /// The store would be larger than 2^64 bytes.
     #[error("store larger than 2^64 bytes")]
     StoreTooLarge,
