@@ -21,7 +21,7 @@ use crate::errors;
 use crate::index::{self, Selection};
 use crate::interrupt;
 use crate::ragged::{ragged_batch, LAYOUT_ON_A_THREAD};
-use crate::store::ReadError;
+use crate::store::{ReadError, StoreBase};
 
 /// An open dataset at one manifest version.
 #[pyclass(frozen, module = "zring._zring", name = "_Dataset", subclass)]
@@ -75,6 +75,32 @@ fn select_1d(idx: &Bound<'_, PyAny>, len: u64) -> PyResult<Selection> {
 }
 
 impl PyDataset {
+    /// `_parts=[...]`: datasets (or `(name, store)` pairs, a store as a dataset of
+    /// one field) read as one, numbered one after another (what `zring.mix` reads
+    /// through; see `Dataset::join`).
+    fn join(py: Python<'_>, parts: &[Bound<'_, PyAny>]) -> PyResult<Self> {
+        let mut datasets = Vec::with_capacity(parts.len());
+        for part in parts {
+            if let Ok(ds) = part.cast::<PyDataset>() {
+                datasets.push(ds.get().ds.clone());
+            } else if let Ok((name, store)) = part.extract::<(String, Bound<'_, StoreBase>)>() {
+                let store = store.get().handle(py)?;
+                datasets
+                    .push(Dataset::from_store(&name, store).map_err(|e| errors::engine(py, e))?);
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "a joined part must be a zring.Dataset or a (name, store) pair, got {}",
+                    part.get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                )));
+            }
+        }
+        let ds = Dataset::join(&datasets).map_err(|e| errors::engine(py, e))?;
+        Ok(Self { ds })
+    }
+
     /// Field `f`'s gathered output as a Python value: an array, or a `RaggedBatch`
     /// (`one`: a single record's array, without the batch axis).
     fn value<'py>(
@@ -243,13 +269,17 @@ fn gather_into(
 #[pymethods]
 impl PyDataset {
     #[new]
-    #[pyo3(signature = (path, *, version = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None, _settings=None)")]
+    #[pyo3(signature = (path, *, version = None, _parts = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None, _settings=None, _parts=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         version: Option<u64>,
+        _parts: Option<Vec<Bound<'_, PyAny>>>,
         settings: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        if let Some(parts) = _parts {
+            return Self::join(py, &parts);
+        }
         let opts = crate::settings::read_options(py, settings)?;
         let ds = py
             .detach(|| match version {

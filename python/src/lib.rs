@@ -40,6 +40,7 @@ mod index;
 mod input;
 mod interrupt;
 mod loader;
+mod mixture;
 mod open;
 mod pack;
 mod pin;
@@ -83,6 +84,7 @@ fn zring_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<epochs::EpochPlan>()?;
     m.add_class::<loader::Loader>()?;
+    m.add_class::<mixture::PyMixture>()?;
     m.add_class::<sampler::PyMode>()?;
     m.add_class::<buffer::EngineBuffer>()?;
     m.add_class::<dataset::PyDataset>()?;

@@ -21,6 +21,7 @@ use zring_loader::{
     Batch, Delivery, Loader as RustLoader, LoaderError, LoaderOptions, Lookahead, Schedule, Source,
     Step, Tensor, View,
 };
+use zring_sampler::MixturePlan;
 
 use crate::buffer::array_over;
 use crate::dataset::PyDatasetField;
@@ -28,6 +29,7 @@ use crate::dtype;
 use crate::epochs::EpochPlan;
 use crate::errors;
 use crate::interrupt;
+use crate::mixture::PyMixture;
 use crate::ragged::ragged_batch;
 use crate::sampler::Sampler;
 use crate::settings::Size;
@@ -102,7 +104,7 @@ const DEFAULT_LOOKAHEAD_BYTES: u64 = match Lookahead::DEFAULT {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(Size(DEFAULT_LOOKAHEAD_BYTES)), decode = None), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912, decode=None)")]
+    #[pyo3(signature = (streams, sampler, workers = 2, prefetch = 4, transform = None, ordered = true, *, pinned = false, lookahead_bytes = Some(Size(DEFAULT_LOOKAHEAD_BYTES)), decode = None, mixture = None), text_signature = "(streams, sampler, workers=2, prefetch=4, transform=None, ordered=True, *, pinned=False, lookahead_bytes=536870912, decode=None, mixture=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -115,6 +117,7 @@ impl Loader {
         pinned: bool,
         lookahead_bytes: Option<Size>,
         decode: Option<&Bound<'_, PyDict>>,
+        mixture: Option<&Bound<'_, PyMixture>>,
     ) -> PyResult<Self> {
         // `{stream: spec}` of the streams whose encoded images are decoded.
         let mut decodes = Vec::new();
@@ -171,7 +174,14 @@ impl Loader {
             });
             rust_streams.push((name.to_str()?.to_string(), rust_views));
         }
-        let sampler: Schedule = if let Ok(s) = sampler.cast::<Sampler>() {
+        let sampler: Schedule = if let Some(mixture) = mixture {
+            // The plan's positions read the mixture, through views of the sources'
+            // concatenation (the streams `zring.Loader` passes for a mixture).
+            let plan = sampler.cast::<EpochPlan>().map_err(|_| {
+                PyTypeError::new_err("a mixture's loader takes an epoch plan as its schedule")
+            })?;
+            MixturePlan::new(plan.get().snapshot(), mixture.get().mixture.clone()).into()
+        } else if let Ok(s) = sampler.cast::<Sampler>() {
             s.get().snapshot().into()
         } else if let Ok(p) = sampler.cast::<EpochPlan>() {
             p.get().snapshot().into()

@@ -59,6 +59,7 @@ from ._internal.write import FieldSpec, dense, ragged, write_dataset
 from .converters import convert, convert_cli
 from ._internal.sampler_loader import SamplerLoader
 from ._internal.pack import Packed, pack
+from ._internal.mixture import Mixture, mix
 
 from ._zring import Mode
 
@@ -88,6 +89,8 @@ __all__ = [
     "convert",
     "convert_cli",
     "SamplerLoader",
+    "mix",
+    "Mixture",
     "pack",
     "Packed",
     "EngineBuffer",

@@ -39,6 +39,7 @@ __all__ = [
     "Sampler",
     "_EpochPlan",
     "_Loader",
+    "_Mixture",
     "Mode",
     "EngineBuffer",
     "_Dataset",
@@ -318,6 +319,22 @@ class _EpochPlan:
     @property
     def batch_size(self) -> int: ...
 
+@final
+class _Mixture:
+    def __new__(cls, lens: Sequence[int], weights: Sequence[float], seed: int) -> Self: ...
+    def reweighted(self, at: int, weights: Sequence[float]) -> _Mixture: ...
+    def indices(self, positions_: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]: ...
+    def picks(
+        self, positions_: npt.NDArray[np.uint64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]: ...
+    def consumed(self, at: int) -> list[int]: ...
+    @property
+    def quotas(self) -> list[int]: ...
+    @property
+    def start(self) -> int: ...
+    @property
+    def base(self) -> list[int]: ...
+
 @disjoint_base
 class _Loader:
     def __new__(
@@ -332,6 +349,7 @@ class _Loader:
         pinned: bool = False,
         lookahead_bytes: int | str | None = 536870912,
         decode: Mapping[str, Mapping[str, Any]] | None = None,
+        mixture: _Mixture | None = None,
     ) -> Self: ...
     def __iter__(self) -> Self: ...
     def __next__(self) -> list[Any]: ...
@@ -385,6 +403,7 @@ class _Dataset:
         direct: bool = False,
         remote: Mapping[str, Any] | None = None,
         _settings: str | None = None,
+        _parts: Sequence[_Dataset | tuple[str, _Store]] | None = None,
     ) -> Self: ...
     def __len__(self) -> int: ...
     @property

@@ -55,6 +55,7 @@ from ._internal.frameworks import (
     read_fields,
 )
 from ._internal.loader import Loader
+from ._internal.mixture import mixture_of
 from ._internal.ragged import RaggedBatch
 from ._zring import _share_threads
 from .decode import Image
@@ -350,7 +351,8 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
         self._len = len(next(iter(self.fields.values())))
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch of the random crops of ``decode`` (call it before each epoch)."""
+        """The epoch of the random crops of ``decode`` and of a mixture's records
+        (call it before each epoch, as ``DistributedSampler.set_epoch``)."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:
@@ -358,7 +360,8 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
 
     def __getitem__(self, i: Any) -> Any:
         _take_worker_share()
-        if self.decode:
+        if self.decode or mixture_of(self.fields) is not None:
+            # Through the one read of a batch: images decoded, a mixture's epoch read.
             one, n = read_fields(self.fields, as_int_indices([i]), self.decode, self.epoch)
             if n == 0:
                 raise IndexError(f"record {i} was skipped: its image cannot be decoded")
@@ -531,7 +534,11 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
 
     def state_dict(self) -> dict[str, Any]:
         """Where to resume: the next step, and what defines the order (checked)."""
-        return {"step": self._step, "order": self.plan.fingerprint()}
+        state: dict[str, Any] = {"step": self._step, "order": self.plan.fingerprint()}
+        mixture = mixture_of(self.fields)
+        if mixture is not None:
+            state["mixture"] = mixture.fingerprint()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resumes at ``state["step"]``; the order must be the one that was saved."""
@@ -541,6 +548,10 @@ class IterableDataset(_tud.IterableDataset):  # type: ignore[misc]
                 f"this state is from another order (records, global batch, mode, seed, "
                 f"epochs, drop_last): saved {tuple(order)}, now {self.plan.fingerprint()}"
             )
+        mixture = mixture_of(self.fields)
+        saved = state.get("mixture")
+        if mixture is not None and saved is not None:
+            mixture.check_resume(tuple(saved))
         step = int(state["step"])
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import numpy as np
 
 from .dataset import FieldView
+from .mixture import Mixture, MixtureField, mixture_of
 from .._zring import Sampler, _Dataset, _decode_images, _EpochPlan
 from .._zring import _Store as Store
 from .._zring import open as _open
@@ -31,9 +32,12 @@ class DatasetFieldView(FieldView):
 
 
 def open_fields(fields: Mapping[str, Any] | _Dataset) -> dict[str, Any]:
-    """``{name: store or DatasetFieldView}`` from ``{name: store, path or dataset}``
-    (a dataset stands for its field of that name) or from a :class:`zring.Dataset`
-    (every field); every field the same length."""
+    """``{name: store, DatasetFieldView or MixtureField}`` from ``{name: store,
+    path, dataset or mixture}`` (a dataset or mixture stands for its field of that
+    name) or from a :class:`zring.Dataset` or :class:`zring.Mixture` (every
+    field); every field the same length."""
+    if isinstance(fields, Mixture):
+        return {name: MixtureField(fields, name) for name in fields.fields}
     if isinstance(fields, _Dataset):
         fields = {name: fields for name in fields.fields}
     if not isinstance(fields, Mapping) or not fields:
@@ -42,8 +46,10 @@ def open_fields(fields: Mapping[str, Any] | _Dataset) -> dict[str, Any]:
     for name, s in fields.items():
         if not isinstance(name, str):
             raise TypeError(f"field names must be strings, got {name!r}")
-        if isinstance(s, Store):
+        if isinstance(s, (Store, MixtureField)):
             out[name] = s
+        elif isinstance(s, Mixture):
+            out[name] = MixtureField(s, name)
         elif isinstance(s, _Dataset):
             out[name] = DatasetFieldView(s, name)
         else:
@@ -72,7 +78,13 @@ def read_fields(fields: Mapping[str, Any], ids: Any, decode: Mapping[str, Image]
     """``({name: store[ids]}, records)``, with the fields of ``decode`` decoded to
     pixels for ``epoch`` first (in native code, on the engine's threads) and the
     others read for the records the decode kept (a bad image skipped or substituted
-    is skipped or substituted in every field)."""
+    is skipped or substituted in every field). Fields of a mixture read its
+    records ``ids`` of ``epoch``."""
+    mixture = mixture_of(fields)
+    if mixture is not None:
+        # The positions of `epoch` as indices of the joined sources, read there.
+        ids = mixture.indices(ids, epoch)
+        fields = {name: DatasetFieldView(mixture.joined, name) for name in fields}
     if not decode:
         return {name: store[ids] for name, store in fields.items()}, len(ids)
     names = list(decode)

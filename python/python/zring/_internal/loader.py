@@ -8,6 +8,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from .mixture import Mixture, MixtureField, mixture_of
 from .sampler_loader import IndexSampler, SamplerLoader
 from .._zring import Sampler, _Dataset, _EpochPlan, _Loader
 from ..decode import Image, _specs
@@ -129,6 +130,18 @@ class Loader(_Loader, Generic[_T]):
     def __new__(cls, streams: Any, sampler: Any, *args: Any, **kwargs: Any) -> Any:
         # A dataset stands for one stream per field (and is read like a store).
         native = isinstance(sampler, (Sampler, _EpochPlan))
+        mixture = mixture_of(streams)
+        if mixture is not None and native:
+            # The joined sources' fields, read at the indices the mixture maps the
+            # plan's positions to (epoch by epoch).
+            streams = {name: mixture.joined.field(name) for name in mixture.fields}
+            if isinstance(sampler, Sampler):
+                sampler = mixture.plan_of(sampler)
+            return super().__new__(cls, streams, sampler, *args,
+                                   **{**kwargs, "decode": _specs(kwargs.get("decode")) or None,
+                                      "mixture": mixture._native})
+        if isinstance(streams, Mixture):
+            streams = {name: [MixtureField(streams, name)] for name in streams.fields}
         if isinstance(streams, _Dataset):
             if native:
                 streams = {name: streams.field(name) for name in streams.fields}
@@ -209,7 +222,7 @@ class Loader(_Loader, Generic[_T]):
         # threads are joined before the interpreter shuts down, and what defines it
         # for pickling.
         # (A dataset is kept as itself: it pickles by path and version.)
-        if not isinstance(streams, _Dataset):
+        if not isinstance(streams, (_Dataset, Mixture)):
             streams = dict(streams)
         self._definition = (streams, sampler, args, kwargs)
         _live.add(self)
