@@ -4,6 +4,8 @@ start step and rank; the loader's thread ends with the generator; global arrays
 with sharding= in one process (test_jax_multihost.py runs two)."""
 
 import gc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -232,3 +234,34 @@ def test_decoded_images_are_the_same_prefetched_with_each_steps_epoch(tmp_path):
     sharded = list(zj.batches(src, 4, seed=1, epochs=3, start=1, sharding=mesh_sharding()))
     for a, s in zip(sharded, sync):
         np.testing.assert_array_equal(np.asarray(a["image"]), np.asarray(s["image"]))
+
+
+def test_the_checkpointable_iterator_works_without_grain(source):
+    """Where Grain is not installed, BatchIterator is a plain iterator with the same
+    state methods (run in a process where `import grain` fails)."""
+    ds, _ = source
+    code = r"""
+import sys
+sys.modules["grain"] = None  # import grain raises ImportError
+import numpy as np
+import zring.jax as zj
+assert zj.grain is None
+src = zj.DataSource({"x": sys.argv[1]})
+it = zj.BatchIterator(src, 8, epochs=2, seed=3)
+[next(it) for _ in range(4)]
+state = it.get_state()
+rest = [np.asarray(b["x"]).tolist() for b in it]
+it.close()
+again = zj.BatchIterator(src, 8, epochs=2, seed=3)
+again.set_state(state)
+assert [np.asarray(b["x"]).tolist() for b in again] == rest and len(rest) == 2 * 6 - 4
+try:
+    next(it)
+except ValueError as e:
+    assert "is closed" in str(e)
+else:
+    raise AssertionError("a closed iterator went on")
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code, ds.fields["x"].path], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -16,8 +16,9 @@ stream as a checkpointable Grain ``DatasetIterator`` (``get_state`` /
 
 from __future__ import annotations
 
+import abc
 import warnings
-from typing import TYPE_CHECKING, Any, Generator, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Mapping, Sequence
 
 try:
     import jax
@@ -205,7 +206,7 @@ def batches(source: DataSource, batch_size: int, *, shuffle: bool = True, seed: 
             rank: int | None = None, world_size: int | None = None,
             process_index: int | None = None,
             process_count: int | None = None, prefetch: int = 2,
-            sharding: jax.sharding.Sharding | None = None) -> Iterator[dict[str, Any]]:
+            sharding: jax.sharding.Sharding | None = None) -> Generator[dict[str, Any], None, None]:
     """Batches of ``jax.Array`` from ``source`` in zring's global order: epochs of a
     fresh permutation (or in order with ``shuffle=False``), this process's slice of
     every global batch (``rank`` / ``world_size``, spelled as everywhere in zring,
@@ -296,7 +297,9 @@ class _NoGrainIterator:
         return self
 
     def close(self) -> None:
-        """Nothing to release here; :class:`BatchIterator` closes its loader."""
+        """Marks the iterator closed (as Grain's does); :class:`BatchIterator`
+        closes its loader."""
+        self._closed = True
 
 
 class _NoGrainDataset:
@@ -309,7 +312,10 @@ _DatasetIterator: Any = getattr(grain, "DatasetIterator", _NoGrainIterator)
 _IterDataset: Any = getattr(grain, "IterDataset", _NoGrainDataset)
 
 
-class BatchIterator(_DatasetIterator):  # type: ignore[misc]  # Grain's class, untyped here
+# metaclass=ABCMeta: Grain's classes are ABCs (IterDataset's metaclass is a subclass of
+# ABCMeta, which Python then picks), which their Any type here cannot tell the type
+# checkers; without it the static and runtime classes differ in their metaclass.
+class BatchIterator(_DatasetIterator, metaclass=abc.ABCMeta):  # type: ignore[misc]  # Grain's class, untyped here
     """The batches of :func:`batches` as a checkpointable iterator: a Grain
     ``DatasetIterator`` (where Grain is installed) whose state is the next step.
 
@@ -385,7 +391,7 @@ class BatchIterator(_DatasetIterator):  # type: ignore[misc]  # Grain's class, u
         return f"zring.jax.BatchIterator(step={self._step}, fields={list(self._source.fields)})"
 
 
-class BatchDataset(_IterDataset):  # type: ignore[misc]  # Grain's class, untyped here
+class BatchDataset(_IterDataset, metaclass=abc.ABCMeta):  # type: ignore[misc]  # Grain's class, untyped here
     """The batches of :func:`batches` as a Grain ``IterDataset``: ``iter(ds)`` is a
     new :class:`BatchIterator` (a checkpointable ``DatasetIterator``) from step
     ``start``, and Grain's transformations (``ds.map(f)``, ...) apply to its
