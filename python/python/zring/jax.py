@@ -144,7 +144,6 @@ class DataSource:
         return f"zring.jax.DataSource(fields={list(self.fields)}, len={self._len})"
 
 
-
 def _plan(source: DataSource, batch_size: int, *, shuffle: bool, seed: int, epochs: int | None,
           drop_last: bool, start: int, rank: int | None, world_size: int | None, prefetch: int,
           sharding: jax.sharding.Sharding | None) -> Plan:
@@ -271,8 +270,9 @@ def _batches(source: DataSource, plan: Plan, start: int, prefetch: int,
             shard = shards[0]
             yield _convert({name: shard[name] for name in source.fields}, sharding)
     finally:
-        # Joins the worker thread: also on close() or garbage collection of the
-        # generator (GeneratorExit), or an exception in the caller's loop.
+        # Joins the worker thread, also where the generator stops early
+        # (GeneratorExit): close(), or the caller's loop left by break or an
+        # exception, the generator then being collected.
         loader.close()
 
 
