@@ -313,6 +313,7 @@ if full_step "python benches once in check mode (tiny data, every output checked
     python python/bench/profile_torch_batch.py --check --dir "$BENCH_TMP"
     python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
     python python/bench/bench_remote.py --check --server moto --dir "$BENCH_TMP/remote"
+    python python/bench/bench_jax.py --check --dir "$BENCH_TMP/jax"
   )
   rm -rf "$BENCH_TMP"
 fi

@@ -198,3 +198,20 @@ def test_bad_mixtures_are_refused_with_what_is_wrong(sources, tmp_path):
         m.gather([0.5])
     with pytest.raises(TypeError):
         zring.mix(sources[0])
+
+
+def test_jax_batches_of_a_mixture_are_prefetched_epoch_by_epoch(sources):
+    pytest.importorskip("jax")
+    import zring.jax as zj
+
+    m = zring.mix(sources, [2, 1, 1], seed=3, length=400)
+    source = zj.DataSource(m)
+    got = [np.asarray(b["label"]) for b in zj.batches(source, 100, shuffle=False, epochs=2,
+                                                         rank=0, world_size=1, prefetch=2)]
+    assert len(got) == 8
+    want = np.concatenate([_labels(m, np.arange(400), e) for e in range(2)])
+    # JAX without x64 holds int64 labels as int32: they fit.
+    assert (np.concatenate(got) == want).all()
+    # Random access reads the epoch set last (as for decoded images).
+    source.set_epoch(1)
+    assert int(np.asarray(source[5]["label"])) == _labels(m, [5], 1)[0]

@@ -192,3 +192,14 @@ def test_records_per_shard_bundles_blocks(tmp_path):
     sizes = np.diff(ds.shard_starts)  # shard_starts ends with len(ds)
     assert sizes.sum() == 400 and (sizes[:-1] >= 200).all()
     np.testing.assert_array_equal(ds.gather(np.arange(400))["id"], np.arange(400))
+
+
+def test_read_a_mixture_epoch(tmp_path):
+    a = zring.write_dataset(tmp_path / "a", {"label": np.arange(40), "tokens": [np.arange(i % 4 + 1) for i in range(40)]})
+    b = zring.write_dataset(tmp_path / "b", {"label": np.arange(1000, 1010), "tokens": [np.arange(i % 3 + 1) for i in range(10)]})
+    mix = zring.mix([a, b], [1, 1], seed=2, length=30)
+    rows = read_zring(mix, epoch=1, override_num_blocks=3).take_all()
+    want = mix.gather(np.arange(30), epoch=1)
+    assert [int(r["label"]) for r in rows] == want["label"].tolist()
+    for r, w in zip(rows, want["tokens"]):
+        np.testing.assert_array_equal(np.asarray(r["tokens"]), w)

@@ -104,7 +104,8 @@ class DataSource:
         self._len = len(next(iter(self.fields.values())))
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch of the random crops of ``decode``."""
+        """The epoch of the random crops of ``decode`` and of a mixture's records
+        (:func:`batches` sets it for every step)."""
         self.epoch = int(epoch)
 
     def __len__(self) -> int:

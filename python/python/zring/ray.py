@@ -33,6 +33,7 @@ except ImportError as _missing:  # pragma: no cover - depends on the environment
 
 from ._internal.dataset import open_dataset
 from ._internal.errors import StoreNotFoundError
+from ._internal.mixture import Mixture
 from ._internal.write import FieldSpec, _arrow_column, _arrow_spec, _from_numpy, dataset_specs, with_dataset_specs
 from ._zring import DenseWriter, RaggedWriter, _DatasetBuilder
 from ._zring import open as open_store
@@ -137,6 +138,29 @@ class _Source:
         return total
 
 
+class _MixtureSource:
+    """Epoch ``epoch`` of a mixture: its ``len(mix)`` positions read like a dataset's
+    records (the mixture pickles as its sources, reopened in each read task)."""
+
+    def __init__(self, mixture: Mixture, epoch: int) -> None:
+        self.mixture, self.epoch = mixture, int(epoch)
+        self.path = repr(mixture)
+        self.len = len(mixture)
+        self.schemas = mixture.field_schemas
+
+    def reader(self, fields: list[str]) -> Callable[[int, int], dict[str, Any]]:
+        mixture, epoch = self.mixture, self.epoch
+        return lambda a, b: mixture.gather(slice(a, b), fields=fields, epoch=epoch)  # type: ignore[return-value]
+
+    def logical_bytes(self, fields: list[str]) -> int:
+        """The joined sources' bytes per record, times the positions of an epoch."""
+        joined = _Source.__new__(_Source)
+        joined.options, joined.schemas = {}, self.schemas
+        joined.store_paths = self.mixture.joined.store_paths()
+        total = max(len(self.mixture.joined), 1)
+        return _Source.logical_bytes(joined, fields) * self.len // total
+
+
 def _arrow(column: Any, schema: dict[str, Any]) -> pa.Array:
     """A gathered column as an Arrow array over the same memory where Arrow allows:
     dense scalars as primitives, dense arrays as Ray tensors, ragged 1-D records as
@@ -170,17 +194,20 @@ def _read_range(
 # Ray is not followed by mypy (pyproject.toml), so its base classes are Any.
 class ZringDatasource(Datasource):  # type: ignore[misc]
     """The records of ``paths`` (zring dataset directories and store files, read one
-    after another) as a Ray datasource. See :func:`read_zring`."""
+    after another, or a mixture's epoch) as a Ray datasource. See :func:`read_zring`."""
 
     def __init__(self, paths: _Paths, fields: str | Iterable[str] | None = None, *,
                  version: int | None = None, block_records: int | None = None,
-                 **options: Any) -> None:
+                 epoch: int = 0, **options: Any) -> None:
         super().__init__()
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
-        if not paths:
+        if isinstance(paths, Mixture):
+            self.sources: list[Any] = [_MixtureSource(paths, epoch)]
+        elif not paths:
             raise ValueError("read_zring needs at least one dataset or store path")
-        self.sources = [_Source(p, version, options) for p in paths]
+        else:
+            self.sources = [_Source(p, version, options) for p in paths]
         first = self.sources[0]
         self.fields = list(first.schemas) if fields is None else [fields] if isinstance(fields, str) else list(fields)
         for s in self.sources:
@@ -235,9 +262,9 @@ def _comparable(schema: dict[str, Any]) -> tuple[Any, Any, Any]:
     return (schema["layout"], schema["dtype"], shape)
 
 
-def read_zring(paths: _Paths, fields: str | Iterable[str] | None = None, *,
+def read_zring(paths: _Paths | Mixture, fields: str | Iterable[str] | None = None, *,
                version: int | None = None, block_records: int | None = None,
-               override_num_blocks: int | None = None, **kwargs: Any) -> Any:
+               override_num_blocks: int | None = None, epoch: int = 0, **kwargs: Any) -> Any:
     """A ``ray.data.Dataset`` over the records of ``paths``: one zring dataset
     directory or store file, or a list of them (their records one after another;
     every path must hold the requested fields with the same schemas; a store's
@@ -258,6 +285,10 @@ def read_zring(paths: _Paths, fields: str | Iterable[str] | None = None, *,
     ``URL/manifest.json`` exists, else a store object, so read tasks on nodes that
     share no file system read straight from object storage.
 
+    ``paths`` may also be a :class:`zring.Mixture`: the records of its epoch
+    ``epoch`` (``len(mix)`` positions, each read from its source), every read task
+    reopening the mixture's sources.
+
     Columns: dense scalar fields are Arrow primitives and dense array fields Ray
     tensors (NumPy ``(n, *shape)`` arrays in numpy batches); ragged 1-D fields are
     Arrow ``large_list`` (object arrays of 1-D arrays in numpy batches), ``str`` /
@@ -265,7 +296,8 @@ def read_zring(paths: _Paths, fields: str | Iterable[str] | None = None, *,
     variable-shaped tensors.
     """
     options = {k: kwargs.pop(k) for k in READ_SETTINGS if k in kwargs}
-    source = ZringDatasource(paths, fields, version=version, block_records=block_records, **options)
+    source = ZringDatasource(paths, fields, version=version, block_records=block_records, epoch=epoch,
+                             **options)
     return read_datasource(source, override_num_blocks=override_num_blocks, **kwargs)
 
 
