@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::{PyArray1, PyArrayMethods};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use zring_engine::{DType, ReadOptions, Records, Store};
@@ -14,7 +14,9 @@ use zring_loader::{
 };
 use zring_sampler::{Mixture, Mode};
 
+use crate::dataset::PyDatasetField;
 use crate::errors;
+use crate::store::StoreBase;
 
 /// A packer state as Python holds it: `(next, offset, pending, truncated, batches)`.
 type StateTuple = (u64, u64, Vec<u64>, u64, u64);
@@ -67,11 +69,11 @@ fn start<T: Token>(
 #[pymethods]
 impl PyPackedLoader {
     #[new]
-    #[pyo3(signature = (paths, weights, seq_len, rows, strategy, seed, pad_id, prefetch, window, state))]
+    #[pyo3(signature = (sources, weights, seq_len, rows, strategy, seed, pad_id, prefetch, window, state))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        paths: Vec<String>,
+        sources: Vec<Bound<'_, PyAny>>,
         weights: Vec<f64>,
         seq_len: usize,
         rows: usize,
@@ -82,13 +84,12 @@ impl PyPackedLoader {
         window: Option<usize>,
         state: Option<StateTuple>,
     ) -> PyResult<Self> {
-        let stores = paths
+        let sources = sources
             .iter()
-            .map(|p| Store::open(p, ReadOptions::default()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| errors::engine(py, e))?;
-        let lens: Vec<u64> = stores.iter().map(Store::len).collect();
-        let dtype = stores.first().map(|s| s.schema().dtype);
+            .map(|s| token_source(py, s))
+            .collect::<PyResult<Vec<_>>>()?;
+        let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
+        let dtype = sources.first().map(|s| s.schema().dtype);
         let mixture = Mixture::new(&lens, &weights, Mode::Cyclic, seed)
             .map_err(|e| errors::sampler(py, e))?;
         let kind: PackStrategy = strategy.parse().map_err(|e| pack_err(py, e))?;
@@ -106,10 +107,6 @@ impl PyPackedLoader {
             };
             packer = packer.resume(state).map_err(|e| pack_err(py, e))?;
         }
-        let sources: Vec<Arc<dyn Records>> = stores
-            .into_iter()
-            .map(|s| Arc::new(s) as Arc<dyn Records>)
-            .collect();
         let prefetch = prefetch.max(1);
         let tokens = match dtype {
             Some(DType::I32) => {
@@ -193,6 +190,29 @@ impl PyPackedLoader {
         // Joining the thread happens here, outside the lock.
         drop(taken);
     }
+}
+
+/// One source of token sequences: a store's path, an open store, or a dataset's
+/// field (`ds.field(name)`).
+fn token_source(py: Python<'_>, source: &Bound<'_, PyAny>) -> PyResult<Arc<dyn Records>> {
+    if let Ok(field) = source.cast::<PyDatasetField>() {
+        return Ok(Arc::new(field.get().field.clone()));
+    }
+    if let Ok(store) = source.cast::<StoreBase>() {
+        return Ok(Arc::new(store.get().handle(py)?));
+    }
+    let path: String = source.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "packing reads store paths, stores or dataset fields, got {}",
+            source
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ))
+    })?;
+    let store = Store::open(&path, ReadOptions::default()).map_err(|e| errors::engine(py, e))?;
+    Ok(Arc::new(store))
 }
 
 impl PyPackedLoader {

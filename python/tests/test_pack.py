@@ -104,3 +104,44 @@ def test_bad_input_is_refused_with_clear_errors(stores, tmp_path):
         w.append(np.zeros((3, 4), dtype=np.int32))
     with pytest.raises(zring.InvalidArgumentError, match="ragged"):
         zring.pack(dense, 8, rows=2)
+
+
+def _dataset(path, sequences, base):
+    """A dataset of the sequences with their record id as a label field."""
+    labels = np.arange(len(sequences), dtype=np.int64) + base
+    return zring.write_dataset(str(path), {"tokens": sequences, "label": labels})
+
+
+def test_a_dataset_field_and_a_mixture_pack_their_records_with_fields_carried(stores, tmp_path):
+    _, web, _, code = stores
+    a = _dataset(tmp_path / "a", web, 0)
+    b = _dataset(tmp_path / "b", code, 10_000)
+    records = {i: s for i, s in enumerate(web)}
+    records.update({10_000 + i: s for i, s in enumerate(code)})
+    mix = zring.mix([a, b], [3, 1], seed=4)
+    with zring.pack(mix, 512, rows=4, field="tokens", carry=["label"]) as p:
+        for _ in range(6):
+            batch = next(p)
+            _check(batch, 4, 512, records)
+            # Each segment's carried label is its sequence's record id, the one its
+            # first token encodes, and the mixture's record at that position.
+            flat = batch["tokens"].reshape(-1)
+            firsts = flat[batch["cu_seqlens"][:-1]][: len(batch["positions"])]
+            assert (batch["carry"]["label"] == firsts // 1000).all()
+            positions = batch["positions"]
+            assert positions.max() < len(mix)  # still the mixture's epoch 0
+            assert (batch["carry"]["label"] == mix.gather(positions, fields="label")["label"]).all()
+    # The same stream from the datasets' list with the same weights and seed.
+    with zring.pack([a, b], 512, rows=4, field="tokens", weights=[3, 1], seed=4) as p, \
+            zring.pack(mix, 512, rows=4, field="tokens") as q:
+        for _ in range(3):
+            assert (next(p)["tokens"] == next(q)["tokens"]).all()
+    # A dataset path packs its field; a dense field is refused as a store's is.
+    with zring.pack(str(tmp_path / "a"), 256, rows=2, field="tokens", strategy="first_fit") as p:
+        _check(next(p), 2, 256, records)
+    with pytest.raises(zring.InvalidArgumentError, match="ragged"):
+        zring.pack(a, 256, rows=2, field="label")
+    with pytest.raises(zring.InvalidArgumentError, match="field="):
+        zring.pack(a, 256, rows=2)
+    with pytest.raises(zring.InvalidArgumentError, match="its own weights"):
+        zring.pack(mix, 256, rows=2, field="tokens", weights=[1, 1])

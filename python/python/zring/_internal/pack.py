@@ -6,7 +6,9 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, Optional, Union
 
+from .dataset import Dataset
 from .errors import InvalidArgumentError
+from .mixture import Mixture
 from .._zring import _PackedLoader
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -22,9 +24,13 @@ class Packed:
     in that sequence) and ``rows``.
     """
 
-    def __init__(self, args: dict[str, Any], state: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, args: dict[str, Any], state: Optional[dict[str, Any]] = None,
+                 mixture: Optional[Mixture] = None, carry: Sequence[str] = ()) -> None:
         self._args = args
         self._inner: Optional[_PackedLoader] = None
+        # The fields carried per segment, read from the stream positions the packer
+        # reports (the packer's stream is this mixture's).
+        self._mixture, self._carry = mixture, list(carry)
         self._start(state)
 
     def _start(self, state: Optional[dict[str, Any]]) -> None:
@@ -54,7 +60,12 @@ class Packed:
     def __next__(self) -> dict[str, Any]:
         if self._inner is None:
             raise StopIteration
-        return self._inner.__next__()
+        batch = self._inner.__next__()
+        if self._mixture is not None and self._carry:
+            positions = batch["positions"]
+            ids = self._mixture._native.indices(positions)
+            batch["carry"] = self._mixture.joined.gather(ids, fields=self._carry)
+        return batch
 
     def state_dict(self) -> dict[str, Any]:
         """Where packing stands after the last batch delivered: positions, not tokens."""
@@ -92,42 +103,90 @@ class Packed:
         self.close()
 
 
+def _field_name(ds: Any, field: Optional[str]) -> str:
+    if field is not None:
+        if field not in ds.fields:
+            raise KeyError(f"no field {field!r} to pack (fields: {ds.fields})")
+        return field
+    if len(ds.fields) == 1:
+        return str(ds.fields[0])
+    raise InvalidArgumentError(f"name the token field to pack with field= (fields: {ds.fields})")
+
+
 def pack(
-    source: Union[PathLike, Sequence[PathLike]],
+    source: Union[PathLike, Dataset, Mixture, Sequence[Union[PathLike, Dataset]]],
     seq_len: int,
     *,
     rows: int,
+    field: Optional[str] = None,
     strategy: Literal["concat", "first_fit"] = "concat",
     weights: Optional[Sequence[float]] = None,
-    seed: int = 0,
+    seed: Optional[int] = None,
     pad_id: int = 0,
+    carry: Optional[Sequence[str]] = None,
     prefetch: int = 2,
     window: Optional[int] = None,
     state: Optional[dict[str, Any]] = None,
 ) -> Packed:
-    """Packs the token sequences of ragged stores into ``[rows, seq_len]`` batches.
+    """Packs token sequences into ``[rows, seq_len]`` batches.
 
     ``source`` is one ragged, one-dimensional token store (int32, uint32, uint16 or
-    int64) or a list of them, mixed in proportion to ``weights`` (equal by default;
-    each store runs through its own permutations, a new one per pass). ``concat``
-    splits sequences at row ends; ``first_fit`` never splits, truncates sequences
-    longer than ``seq_len`` and pads. Batches are made ahead on a Rust thread,
-    without the GIL; ``state_dict()`` / ``state=`` resume exactly, mid-row included.
+    int64), a :class:`zring.Dataset` (its ragged token ``field``; a dataset directory's
+    path works too), or a list of either, mixed in proportion to ``weights`` (equal by
+    default; each source runs through its own permutations, a new one per pass).
+    A :class:`zring.Mixture` packs its own stream: the same sources, weights and seed,
+    so the packed sequences are the mixture's records in order. ``concat`` splits
+    sequences at row ends; ``first_fit`` never splits, truncates sequences longer
+    than ``seq_len`` and pads. Batches are made ahead on a Rust thread, without the
+    GIL; ``state_dict()`` / ``state=`` resume exactly, mid-row included.
+
+    ``carry=["label", ...]`` (datasets only) adds ``batch["carry"][name]``: those
+    fields of each segment's sequence (one value per entry of ``positions``).
     """
-    paths = [os.fspath(source)] if isinstance(source, (str, os.PathLike)) else [
-        os.fspath(s) for s in source
-    ]
-    if weights is None:
-        weights = [1.0] * len(paths)
+    if isinstance(source, Mixture):
+        if weights is not None or (seed is not None and seed != source.seed):
+            raise InvalidArgumentError("a mixture packs with its own weights and seed")
+        if source._history:
+            raise InvalidArgumentError("a reweighted mixture cannot be packed; pack the mixture it continues")
+        mixture: Mixture | None = source
+        name = _field_name(source, field)
+        natives: list[Any] = [
+            part.field(name) if isinstance(part, Dataset) else part[1] for part in source._parts
+        ]
+        weights, seed = source.weights, source.seed
+    else:
+        items = [source] if isinstance(source, (str, os.PathLike, Dataset)) else list(source)
+        parts: list[Any] = [Dataset(os.fspath(s)) if isinstance(s, (str, os.PathLike)) and os.path.isdir(s)
+                            else s for s in items]
+        datasets = [p for p in parts if isinstance(p, Dataset)]
+        if datasets and len(datasets) != len(parts):
+            raise InvalidArgumentError("pack datasets or stores, not both")
+        if datasets:
+            name = _field_name(datasets[0], field)
+            natives = [ds.field(name) for ds in datasets]
+            mixture = Mixture(datasets, weights, seed=seed or 0) if carry else None
+        else:
+            if field is not None or carry:
+                raise InvalidArgumentError("field= and carry= name fields of datasets; stores hold one")
+            natives = [os.fspath(p) for p in parts]
+            mixture = None
+        if weights is None:
+            weights = [1.0] * len(natives)
+    carried = list(carry or [])
+    if carried and mixture is None:
+        raise InvalidArgumentError("carry= needs datasets")
+    for c in carried:
+        if mixture is not None and c not in mixture.fields:
+            raise KeyError(f"no field {c!r} to carry (fields: {mixture.fields})")
     args: dict[str, Any] = dict(
-        paths=paths,
+        sources=natives,
         weights=[float(w) for w in weights],
         seq_len=seq_len,
         rows=rows,
         strategy=strategy,
-        seed=seed,
+        seed=seed or 0,
         pad_id=pad_id,
         prefetch=prefetch,
         window=window,
     )
-    return Packed(args, state)
+    return Packed(args, state, mixture if carried else None, carried)
