@@ -164,3 +164,63 @@ fn the_prefetching_loader_delivers_the_readers_batches_and_the_delivered_state()
     // Dropping it mid-stream stops and joins the thread.
     drop(loader);
 }
+
+#[test]
+fn shards_deliver_their_rows_of_the_global_batch_and_resume_with_another_world() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, _) = w3_store(dir.path(), "a.zr", 400, 7);
+    let mixture = Mixture::new(&[400], &[1.0], Mode::Cyclic, 2).expect("mixture");
+    for strategy in [PackStrategy::Concat, PackStrategy::FirstFit] {
+        let packer = Packer::new(512, 4, strategy).expect("packer");
+        let reader = |p: Packer| {
+            let sources: Vec<Arc<dyn Records>> = vec![Arc::new(a.clone())];
+            PackedReader::new(sources, mixture.clone(), p, 0i32).expect("reader")
+        };
+        let mut whole = reader(packer.clone());
+        let global: Vec<_> = (0..8).map(|_| whole.next_batch().expect("batch")).collect();
+        // Two ranks: each delivers its two rows of every global batch, tokens and
+        // pieces alike; their states stay the global one.
+        let mut ranks: Vec<_> = (0..2)
+            .map(|r| reader(packer.clone()).shard(r, 2).expect("shard"))
+            .collect();
+        for g in &global[..5] {
+            for (r, rank) in ranks.iter_mut().enumerate() {
+                let b = rank.next_batch().expect("batch");
+                assert_eq!(b.rows, 2);
+                let rows = r * 2 * 512..(r + 1) * 2 * 512;
+                assert_eq!(b.tokens, g.tokens[rows.clone()], "{strategy:?}");
+                assert_eq!(b.position_ids, g.position_ids[rows]);
+                let mine: Vec<_> = g
+                    .pieces
+                    .iter()
+                    .zip(&g.piece_rows)
+                    .filter(|(_, &row)| row as usize / 2 == r)
+                    .map(|(p, _)| *p)
+                    .collect();
+                assert_eq!(b.pieces, mine);
+            }
+        }
+        assert_eq!(ranks[0].state(), ranks[1].state());
+        assert_eq!(ranks[0].state(), &{
+            let mut w = reader(packer.clone());
+            for _ in 0..5 {
+                w.next_batch().expect("batch");
+            }
+            w.state().clone()
+        });
+        // One rank resumes the two ranks' state: the rest of the global batches.
+        let resumed = packer.clone().resume(ranks[0].state().clone()).expect("resume");
+        let mut one = reader(resumed);
+        for g in &global[5..] {
+            assert_eq!(&one.next_batch().expect("batch"), g);
+        }
+    }
+    let packer = Packer::new(512, 4, PackStrategy::Concat).expect("packer");
+    let sources: Vec<Arc<dyn Records>> = vec![Arc::new(a.clone())];
+    let err = PackedReader::new(sources, mixture, packer, 0i32)
+        .expect("reader")
+        .shard(0, 3)
+        .err()
+        .expect("4 rows do not split in 3");
+    assert!(matches!(err, PackError::Shard { world: 3, rows: 4, .. }), "{err}");
+}

@@ -154,6 +154,15 @@ pub enum PackError {
         /// Records the mixture draws from.
         mixture: u64,
     },
+    /// A shard that does not take an equal share of every batch's rows.
+    Shard {
+        /// The shard's rank.
+        rank: usize,
+        /// The number of shards.
+        world: usize,
+        /// Rows per (global) batch.
+        rows: usize,
+    },
     /// The mixture refused a position.
     Mixture(SamplerError),
     /// Reading the sequences failed.
@@ -227,6 +236,11 @@ impl fmt::Display for PackError {
             } => write!(
                 f,
                 "source {index} holds {records} records but the mixture draws from {mixture}"
+            ),
+            Self::Shard { rank, world, rows } => write!(
+                f,
+                "rank {rank} of {world} cannot take an equal share of {rows} rows \
+                 (rows must be a multiple of the world size, and rank < world)"
             ),
             Self::Mixture(e) => write!(f, "the mixture failed: {e}"),
             Self::Read(e) => write!(f, "reading the sequences to pack failed: {e}"),

@@ -77,6 +77,22 @@ impl PackPlan {
         n
     }
 
+    /// The plan of rows `rows` alone (a rank's share of a global batch): their
+    /// pieces, in the same places. `rows` must lie within the plan.
+    pub fn select_rows(&self, rows: std::ops::Range<usize>) -> PackPlan {
+        let mut pieces = Vec::new();
+        let mut row_ends = Vec::with_capacity(rows.len());
+        for r in rows {
+            pieces.extend_from_slice(self.row(r));
+            row_ends.push(pieces.len());
+        }
+        PackPlan {
+            pieces,
+            row_ends,
+            seq_len: self.seq_len,
+        }
+    }
+
     /// The tokens that are not padding.
     pub fn tokens(&self) -> u64 {
         self.pieces.iter().map(|p| p.len).sum()
@@ -146,6 +162,11 @@ impl Packer {
             }
             _ => Ok(Self { state, ..self }),
         }
+    }
+
+    /// Rows per batch.
+    pub fn rows(&self) -> usize {
+        self.rows
     }
 
     /// Where the packer stands: what a checkpoint keeps.

@@ -59,6 +59,9 @@ pub struct PackedReader<T: Token> {
     layout: RaggedLayout,
     /// The gathered bytes, reused from batch to batch.
     bytes: Vec<u8>,
+    /// The rows of each planned batch this reader reads and delivers (all of them
+    /// unless sharded).
+    rows: std::ops::Range<usize>,
 }
 
 impl<T: Token> PackedReader<T> {
@@ -96,9 +99,11 @@ impl<T: Token> PackedReader<T> {
                 });
             }
         }
+        let rows = 0..packer.rows();
         Ok(Self {
             sources: Concat::new(sources)?,
             mixture,
+            rows,
             packer,
             pad,
             lengths_from: 0,
@@ -106,6 +111,22 @@ impl<T: Token> PackedReader<T> {
             layout: RaggedLayout::default(),
             bytes: Vec::new(),
         })
+    }
+
+    /// The same packing, of which this reader delivers rank `rank`'s share of
+    /// `world`: rows `[rank * rows / world, (rank + 1) * rows / world)` of every
+    /// batch. Every rank plans the whole batch from the sequences' lengths (cheap:
+    /// no tokens are read) and reads only its own rows' tokens, so the packer's
+    /// state is the same on every rank, and a state saved with one world size
+    /// resumes with another (the global batch is the same rows).
+    pub fn shard(mut self, rank: usize, world: usize) -> Result<Self> {
+        let rows = self.packer.rows();
+        if world == 0 || rank >= world || rows % world != 0 {
+            return Err(PackError::Shard { rank, world, rows });
+        }
+        let share = rows / world;
+        self.rows = rank * share..(rank + 1) * share;
+        Ok(self)
     }
 
     /// Where the packer stands (see [`Packer::state`]).
@@ -119,6 +140,11 @@ impl<T: Token> PackedReader<T> {
         let plan = {
             let this = &mut *self;
             packer.next_plan(|position| this.length(position))?
+        };
+        let plan = if self.rows.len() == plan.rows() {
+            plan
+        } else {
+            plan.select_rows(self.rows.clone())
         };
         // One ragged gather of the plan's sequences, in the plan's order.
         let indices = self.indices(plan.positions())?;
