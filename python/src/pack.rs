@@ -62,14 +62,16 @@ fn start<T: Token>(
     packer: Packer,
     pad: T,
     prefetch: usize,
+    (rank, world): (usize, usize),
 ) -> Result<PackedLoader<T>, PackError> {
-    PackedLoader::new(PackedReader::new(sources, mixture, packer, pad)?, prefetch)
+    let reader = PackedReader::new(sources, mixture, packer, pad)?.shard(rank, world)?;
+    PackedLoader::new(reader, prefetch)
 }
 
 #[pymethods]
 impl PyPackedLoader {
     #[new]
-    #[pyo3(signature = (sources, weights, seq_len, rows, strategy, seed, pad_id, prefetch, window, state))]
+    #[pyo3(signature = (sources, weights, seq_len, rows, strategy, seed, pad_id, prefetch, window, state, rank = 0, world = 1))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -83,7 +85,11 @@ impl PyPackedLoader {
         prefetch: usize,
         window: Option<usize>,
         state: Option<StateTuple>,
+        rank: usize,
+        world: usize,
     ) -> PyResult<Self> {
+        // `rows` are the global batch's; this packer delivers rank `rank`'s share.
+        let shard = (rank, world);
         let sources = sources
             .iter()
             .map(|s| token_source(py, s))
@@ -110,15 +116,17 @@ impl PyPackedLoader {
         let prefetch = prefetch.max(1);
         let tokens = match dtype {
             Some(DType::I32) => {
-                start(sources, mixture, packer, pad_id as i32, prefetch).map(Tokens::I32)
+                start(sources, mixture, packer, pad_id as i32, prefetch, shard).map(Tokens::I32)
             }
             Some(DType::U32) => {
-                start(sources, mixture, packer, pad_id as u32, prefetch).map(Tokens::U32)
+                start(sources, mixture, packer, pad_id as u32, prefetch, shard).map(Tokens::U32)
             }
             Some(DType::U16) => {
-                start(sources, mixture, packer, pad_id as u16, prefetch).map(Tokens::U16)
+                start(sources, mixture, packer, pad_id as u16, prefetch, shard).map(Tokens::U16)
             }
-            Some(DType::I64) => start(sources, mixture, packer, pad_id, prefetch).map(Tokens::I64),
+            Some(DType::I64) => {
+                start(sources, mixture, packer, pad_id, prefetch, shard).map(Tokens::I64)
+            }
             other => {
                 return Err(errors::INVALID.err(
                     py,

@@ -145,3 +145,60 @@ def test_a_dataset_field_and_a_mixture_pack_their_records_with_fields_carried(st
         zring.pack(a, 256, rows=2)
     with pytest.raises(zring.InvalidArgumentError, match="its own weights"):
         zring.pack(mix, 256, rows=2, field="tokens", weights=[1, 1])
+
+
+def test_ranks_pack_their_rows_of_one_global_batch_and_resume_on_another_world(stores):
+    web_path, _, code_path, _ = stores
+    args = dict(strategy="first_fit", weights=[2, 1], seed=3)
+    with zring.pack([web_path, code_path], 256, rows=4, **args) as whole:
+        global_batches = [next(whole) for _ in range(8)]
+    ranks = [zring.pack([web_path, code_path], 256, rows=2, rank=r, world_size=2, **args) for r in range(2)]
+    try:
+        for g in global_batches[:5]:
+            for r, p in enumerate(ranks):
+                b = next(p)
+                assert (b["tokens"] == g["tokens"][2 * r:2 * r + 2]).all()
+                assert (b["position_ids"] == g["position_ids"][2 * r:2 * r + 2]).all()
+        state = ranks[0].state_dict()
+        assert state == ranks[1].state_dict()
+    finally:
+        for p in ranks:
+            p.close()
+    # Two ranks' state, resumed by one rank with the same global rows.
+    with zring.pack([web_path, code_path], 256, rows=4, state=state, **args) as one:
+        for g in global_batches[5:]:
+            assert (next(one)["tokens"] == g["tokens"]).all()
+    with pytest.raises(zring.InvalidArgumentError, match="rank 2 is not in a world of 2"):
+        zring.pack(web_path, 256, rows=2, rank=2, world_size=2)
+
+
+def test_torch_and_jax_forms_deliver_the_packed_batches_and_resume(stores):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("jax")
+    import zring.jax as zj
+    import zring.torch as zt
+
+    web_path, _, code_path, _ = stores
+    args = dict(rows=2, strategy="concat", weights=[1, 1], seed=9)
+    with zring.pack([web_path, code_path], 128, **args) as p:
+        want = [next(p)["tokens"] for _ in range(6)]
+    ds = zt.PackedIterableDataset([web_path, code_path], 128, rank=0, world_size=1, **args)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None)
+    got = []
+    for _, b in zip(range(3), loader):
+        assert b["cu_seqlens"].dtype == torch.int32
+        got.append(b["tokens"].numpy())
+    state = ds.state_dict()
+    resumed = zt.PackedIterableDataset([web_path, code_path], 128, rank=0, world_size=1, **args)
+    resumed.load_state_dict(state)
+    got += [b["tokens"].numpy() for _, b in zip(range(3), resumed)]
+    for g, w in zip(got, want):
+        assert (g == w).all()
+    with zj.packed([web_path, code_path], 128, rank=0, world_size=1, **args) as jp:
+        for w in want[:2]:
+            assert (np.asarray(next(jp)["tokens"]) == w).all()
+        jstate = jp.state_dict()
+    with zj.packed([web_path, code_path], 128, rank=0, world_size=1, state=jstate, **args) as jp:
+        assert (np.asarray(next(jp)["tokens"]) == want[2]).all()
+    with pytest.raises(RuntimeError, match="num_workers=0"):
+        next(iter(torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)))

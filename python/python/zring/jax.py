@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - exercised only without grain
 
 from ._internal.frameworks import DatasetFieldView, Plan, as_int_indices, check_decode, open_fields, read_fields
 from ._internal.loader import Loader
+from ._internal.pack import Packed, pack
 from ._internal.ragged import RaggedBatch
 from ._zring import RaggedStore
 from .decode import Image
@@ -42,7 +43,7 @@ from .decode import Image
 if TYPE_CHECKING:
     from ._internal.dataset import Dataset as ZringDataset
 
-__all__ = ["DataSource", "to_jax", "batches", "BatchIterator", "BatchDataset"]
+__all__ = ["DataSource", "to_jax", "batches", "BatchIterator", "BatchDataset", "packed", "PackedBatches"]
 
 
 def to_jax(a: Any) -> Any:
@@ -408,3 +409,54 @@ class BatchDataset(_IterDataset, metaclass=abc.ABCMeta):  # type: ignore[misc]  
 
     def __str__(self) -> str:
         return f"zring.jax.BatchDataset(fields={list(self._source.fields)}, batch_size={self._batch_size})"
+
+
+class PackedBatches:
+    """:func:`zring.pack`'s batches as ``jax.Array`` (see :func:`packed`): an
+    endless iterator with ``state_dict()``, ``close()`` and ``with``."""
+
+    def __init__(self, inner: Packed) -> None:
+        self._inner = inner
+
+    def __iter__(self) -> PackedBatches:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        batch = next(self._inner)
+        out: dict[str, Any] = {}
+        for k, v in batch.items():
+            if isinstance(v, np.ndarray):
+                out[k] = to_jax(v)
+            elif isinstance(v, Mapping):
+                out[k] = {name: to_jax(a) for name, a in v.items()}
+            else:
+                out[k] = v
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where packing stands after the last batch delivered (positions, not tokens)."""
+        return self._inner.state_dict()
+
+    def close(self) -> None:
+        """Stops the thread that makes batches ahead."""
+        self._inner.close()
+
+    def __enter__(self) -> PackedBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def packed(source: Any, seq_len: int, *, rows: int, rank: int | None = None,
+           world_size: int | None = None, **options: Any) -> PackedBatches:
+    """:func:`zring.pack` with its batches as ``jax.Array`` (``tokens``,
+    ``position_ids``, ``cu_seqlens``, ...; ``max_seqlen`` an int), made ahead on a
+    Rust thread without the GIL. ``rows`` rows per process of a global batch of
+    ``rows * world_size`` rows; ``rank`` / ``world_size`` default to
+    ``jax.process_index()`` / ``jax.process_count()``. ``state=`` (a
+    ``state_dict()``) resumes exactly, on any number of processes with the same
+    global rows. Other options are :func:`zring.pack`'s."""
+    rank = jax.process_index() if rank is None else rank
+    world_size = jax.process_count() if world_size is None else world_size
+    return PackedBatches(pack(source, seq_len, rows=rows, rank=rank, world_size=world_size, **options))

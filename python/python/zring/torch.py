@@ -10,6 +10,9 @@
   distributed ranks and DataLoader workers; finite (``epochs=``) or endless, and
   resumable mid-epoch (``state_dict`` / ``load_state_dict``). Its batches are
   gathered by zring's Rust :class:`zring.Loader` (one per iteration, per worker).
+- :class:`PackedIterableDataset`: :func:`zring.pack`'s packed batches (tokens,
+  ``cu_seqlens`` for variable-length attention) as tensors, split across ranks by
+  rows of one global batch, resumable on another number of ranks.
 - :class:`DataLoader`: ``torch.utils.data.DataLoader`` that counts the batches it
   delivered, so ``state_dict()`` resumes an :class:`IterableDataset` exactly, with
   the same or another number of workers.
@@ -55,6 +58,7 @@ from ._internal.frameworks import (
     read_fields,
 )
 from ._internal.loader import Loader
+from ._internal.torch_pack import PackedIterableDataset
 from ._internal.mixture import mixture_of
 from ._internal.ragged import RaggedBatch
 from ._zring import _share_threads
@@ -67,6 +71,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Dataset",
     "IterableDataset",
+    "PackedIterableDataset",
     "DataLoader",
     "BatchSampler",
     "Ragged",

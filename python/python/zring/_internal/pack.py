@@ -127,6 +127,8 @@ def pack(
     prefetch: int = 2,
     window: Optional[int] = None,
     state: Optional[dict[str, Any]] = None,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> Packed:
     """Packs token sequences into ``[rows, seq_len]`` batches.
 
@@ -142,7 +144,15 @@ def pack(
 
     ``carry=["label", ...]`` (datasets only) adds ``batch["carry"][name]``: those
     fields of each segment's sequence (one value per entry of ``positions``).
+
+    ``rank`` / ``world_size``: this process's share of a global batch of
+    ``rows * world_size`` rows (its ``rows`` rows). Every rank plans the whole global
+    batch from the sequences' lengths and reads only its rows' tokens, so the state
+    is the same on every rank and resumes with another world size as long as the
+    global rows stay the same (``rows * world_size``).
     """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise InvalidArgumentError(f"rank {rank} is not in a world of {world_size}")
     if isinstance(source, Mixture):
         if weights is not None or (seed is not None and seed != source.seed):
             raise InvalidArgumentError("a mixture packs with its own weights and seed")
@@ -182,11 +192,13 @@ def pack(
         sources=natives,
         weights=[float(w) for w in weights],
         seq_len=seq_len,
-        rows=rows,
+        rows=rows * world_size,
         strategy=strategy,
         seed=seed or 0,
         pad_id=pad_id,
         prefetch=prefetch,
         window=window,
+        rank=rank,
+        world=world_size,
     )
     return Packed(args, state, mixture if carried else None, carried)
