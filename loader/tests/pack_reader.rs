@@ -209,7 +209,10 @@ fn shards_deliver_their_rows_of_the_global_batch_and_resume_with_another_world()
             w.state().clone()
         });
         // One rank resumes the two ranks' state: the rest of the global batches.
-        let resumed = packer.clone().resume(ranks[0].state().clone()).expect("resume");
+        let resumed = packer
+            .clone()
+            .resume(ranks[0].state().clone())
+            .expect("resume");
         let mut one = reader(resumed);
         for g in &global[5..] {
             assert_eq!(&one.next_batch().expect("batch"), g);
@@ -222,5 +225,15 @@ fn shards_deliver_their_rows_of_the_global_batch_and_resume_with_another_world()
         .shard(0, 3)
         .err()
         .expect("4 rows do not split in 3");
-    assert!(matches!(err, PackError::Shard { world: 3, rows: 4, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            PackError::Shard {
+                world: 3,
+                rows: 4,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
