@@ -447,7 +447,7 @@ class _DatasetField:
 class _PackedLoader:
     def __new__(
         cls,
-        paths: Sequence[str],
+        sources: Sequence[str | _Store | _DatasetField],
         weights: Sequence[float],
         seq_len: int,
         rows: int,
@@ -457,6 +457,8 @@ class _PackedLoader:
         prefetch: int,
         window: int | None,
         state: tuple[int, int, list[int], int, int] | None,
+        rank: int = 0,
+        world: int = 1,
     ) -> _PackedLoader: ...
     def __iter__(self) -> _PackedLoader: ...
     def __next__(self) -> dict[str, Any]: ...

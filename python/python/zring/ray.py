@@ -150,7 +150,7 @@ class _MixtureSource:
 
     def reader(self, fields: list[str]) -> Callable[[int, int], dict[str, Any]]:
         mixture, epoch = self.mixture, self.epoch
-        return lambda a, b: mixture.gather(slice(a, b), fields=fields, epoch=epoch)  # type: ignore[return-value]
+        return lambda a, b: mixture.gather(slice(a, b), fields=fields, epoch=epoch)
 
     def logical_bytes(self, fields: list[str]) -> int:
         """The joined sources' bytes per record, times the positions of an epoch."""
@@ -196,7 +196,7 @@ class ZringDatasource(Datasource):  # type: ignore[misc]
     """The records of ``paths`` (zring dataset directories and store files, read one
     after another, or a mixture's epoch) as a Ray datasource. See :func:`read_zring`."""
 
-    def __init__(self, paths: _Paths, fields: str | Iterable[str] | None = None, *,
+    def __init__(self, paths: _Paths | Mixture, fields: str | Iterable[str] | None = None, *,
                  version: int | None = None, block_records: int | None = None,
                  epoch: int = 0, **options: Any) -> None:
         super().__init__()
@@ -219,7 +219,7 @@ class ZringDatasource(Datasource):  # type: ignore[misc]
                 if a != b:
                     raise ValueError(f"field {f!r} is {a} in {first.path} but {b} in {s.path}")
         self.total = sum(s.len for s in self.sources)
-        self.source_bytes = [s.logical_bytes(self.fields) for s in self.sources]
+        self.source_bytes = [int(s.logical_bytes(self.fields)) for s in self.sources]
         self.nbytes = sum(self.source_bytes)
         if block_records is None:
             per_record = max(1, self.nbytes // max(self.total, 1))

@@ -195,7 +195,7 @@ class Mixture:
         positions, one = self.positions(idx, epoch)
         ids = self._native.indices(positions)
         target: Any = int(ids[0]) if one else ids
-        return self._joined.gather(target, fields, decode=decode, epoch=epoch)  # type: ignore[call-overload,no-any-return]
+        return self._joined.gather(target, fields, decode=decode, epoch=epoch)
 
     def __getitem__(self, key: RecordIndex | RecordIndices) -> dict[str, Any]:
         if isinstance(key, str):
