@@ -13,17 +13,9 @@ import pytest
 jax = pytest.importorskip("jax")
 import zring  # noqa: E402
 import zring.jax as zj  # noqa: E402
-from conftest import write_dense, write_ragged  # noqa: E402
-
-N = 50
-
-
-@pytest.fixture
-def source(tmp_path):
-    x = np.arange(N * 4, dtype=np.float32).reshape(N, 4)
-    write_dense(tmp_path / "x.zr", x)
-    write_ragged(tmp_path / "t.zr", [np.full(1 + i % 3, i, np.int32) for i in range(N)], "int32")
-    return zj.DataSource({"x": tmp_path / "x.zr", "t": tmp_path / "t.zr"}), x
+from conftest import write_dense  # noqa: E402
+# The same two-field source as test_jax's (a pytest fixture, found by its name).
+from test_jax import N, source  # noqa: E402,F401
 
 
 def as_lists(batch):
