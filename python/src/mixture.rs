@@ -53,10 +53,9 @@ impl PyMixture {
         positions_: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let ps = positions(py, positions_)?;
-        let out = ps
-            .iter()
-            .map(|&p| self.mixture.index(p))
-            .collect::<Result<Vec<_>, _>>()
+        let mut out = vec![0u64; ps.len()];
+        self.mixture
+            .fill_indices(&ps, &mut out)
             .map_err(|e| errors::sampler(py, e))?;
         Ok(PyArray1::from_vec(py, out))
     }

@@ -29,3 +29,27 @@ fn fill_rounds<const R: usize>(n: u64, seed: u64, p0: u128, out: &mut [u64]) {
         cycle += 1;
     }
 }
+
+/// Writes `perm_c(p mod n)` with `c = p / n` for each of `positions`, in any
+/// order: one position at a time, keeping the last cycle's round keys, so
+/// positions that share a cycle (the usual case) derive them once.
+pub(crate) fn fill_at(n: u64, seed: u64, positions: &[u128], out: &mut [u64]) {
+    if domain_bits(n) <= SMALL_DOMAIN_BITS {
+        fill_at_rounds::<SMALL_ROUNDS>(n, seed, positions, out);
+    } else {
+        fill_at_rounds::<ROUNDS>(n, seed, positions, out);
+    }
+}
+
+fn fill_at_rounds<const R: usize>(n: u64, seed: u64, positions: &[u128], out: &mut [u64]) {
+    let wide_n = u128::from(n);
+    let mut current: Option<(u128, Feistel<R>)> = None;
+    for (&p, slot) in positions.iter().zip(out.iter_mut()) {
+        let (cycle, offset) = (p / wide_n, (p % wide_n) as u64);
+        let feistel = match &current {
+            Some((c, f)) if *c == cycle => f,
+            _ => &current.insert((cycle, Feistel::<R>::new(n, seed, cycle))).1,
+        };
+        *slot = feistel.index(offset);
+    }
+}

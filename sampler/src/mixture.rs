@@ -150,8 +150,9 @@ impl Mixture {
         })
     }
 
-    /// Where global position `position` reads.
-    pub fn pick(&self, position: u64) -> Result<Pick, SamplerError> {
+    /// The source global position `position` reads, and that source's own
+    /// position there.
+    fn locate(&self, position: u64) -> Result<(usize, u128), SamplerError> {
         let q = self.offset(position)?;
         let period = self.pattern.len() as u64;
         let (block, offset) = (q / period, (q % period) as usize);
@@ -161,6 +162,49 @@ impl Mixture {
         let c = u128::from(self.base[source])
             + u128::from(block) * u128::from(self.quotas[source])
             + u128::from(self.rank[offset]);
+        Ok((source, c))
+    }
+
+    /// [`index`](Self::index) of every position of `positions` (in any order),
+    /// into `out`, which must be as long. Each source's records are computed
+    /// together ([`Sampler::fill_at`]), which is what makes a batch of positions
+    /// cheap: one position at a time derives a permutation per position.
+    pub fn fill_indices(&self, positions: &[u64], out: &mut [u64]) -> Result<(), SamplerError> {
+        if positions.len() != out.len() {
+            return Err(SamplerError::OutLength {
+                expected: positions.len(),
+                actual: out.len(),
+            });
+        }
+        let mut located = Vec::with_capacity(positions.len());
+        for &p in positions {
+            located.push(self.locate(p)?);
+        }
+        let (mut slots, mut at, mut records) = (Vec::new(), Vec::new(), Vec::new());
+        for (s, sampler) in self.samplers.iter().enumerate() {
+            slots.clear();
+            at.clear();
+            for (k, &(source, c)) in located.iter().enumerate() {
+                if source == s {
+                    slots.push(k);
+                    at.push(c);
+                }
+            }
+            if slots.is_empty() {
+                continue;
+            }
+            records.resize(slots.len(), 0);
+            sampler.fill_at(&at, &mut records);
+            for (&k, &r) in slots.iter().zip(&records) {
+                out[k] = self.starts[s] + r;
+            }
+        }
+        Ok(())
+    }
+
+    /// Where global position `position` reads.
+    pub fn pick(&self, position: u64) -> Result<Pick, SamplerError> {
+        let (source, c) = self.locate(position)?;
         let mut record = [0u64];
         self.samplers[source].fill_positions(c, &mut record);
         Ok(Pick {
@@ -338,10 +382,10 @@ impl MixtureSampler {
             .checked_mul(self.batch as u64)
             .and_then(|p| p.checked_add((self.rank * local) as u64))
             .ok_or(SamplerError::PastEnd { step })?;
-        for (k, slot) in out.iter_mut().enumerate() {
-            *slot = self.mixture.index(p0 + k as u64)?;
-        }
-        Ok(())
+        let positions = (0..local as u64)
+            .map(|k| p0.checked_add(k).ok_or(SamplerError::PastEnd { step }))
+            .collect::<Result<Vec<u64>, _>>()?;
+        self.mixture.fill_indices(&positions, out)
     }
 
     /// The records of all sources together.
@@ -418,13 +462,11 @@ impl MixturePlan {
         let first = epoch
             .checked_mul(self.plan.len())
             .ok_or(SamplerError::PastEnd { step })?;
-        for slot in out.iter_mut() {
-            let position = first
-                .checked_add(*slot)
-                .ok_or(SamplerError::PastEnd { step })?;
-            *slot = self.mixture.index(position)?;
-        }
-        Ok(())
+        let positions = out
+            .iter()
+            .map(|&k| first.checked_add(k).ok_or(SamplerError::PastEnd { step }))
+            .collect::<Result<Vec<u64>, _>>()?;
+        self.mixture.fill_indices(&positions, out)
     }
 }
 
@@ -528,6 +570,34 @@ fn quotas(weights: &[f64]) -> Result<Vec<u32>, SamplerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batched_indices_are_each_positions_index_in_any_order() {
+        for mode in [Mode::Cyclic, Mode::Sequential, Mode::Iid] {
+            // A small source (12 bits' domain at most), a large one, one of a
+            // single record; reweighted, so `base` and `start` count too.
+            let m = Mixture::new(&[7, 100_003, 1], &[2.0, 5.0, 1.0], mode, 3)
+                .expect("mixture")
+                .reweighted(1_000, &[1.0, 3.0, 1.0])
+                .expect("reweighted");
+            let mut positions: Vec<u64> = (1_000..1_700).collect();
+            // Scattered too: a stride that crosses many passes of the small source.
+            positions.extend((0..300u64).map(|k| 1_000 + (k * 7_919) % 1_000_000));
+            let mut out = vec![0u64; positions.len()];
+            m.fill_indices(&positions, &mut out).expect("fill");
+            for (&p, &got) in positions.iter().zip(&out) {
+                assert_eq!(got, m.index(p).expect("index"), "{mode:?} position {p}");
+            }
+            assert!(
+                m.fill_indices(&[999], &mut [0]).is_err(),
+                "before the start"
+            );
+            assert!(
+                m.fill_indices(&[1_000, 1_001], &mut [0]).is_err(),
+                "out length"
+            );
+        }
+    }
 
     #[test]
     fn whole_weights_are_the_quotas() {

@@ -159,6 +159,21 @@ impl Sampler {
         }
     }
 
+    /// The records at stream positions `positions` (in any order), one per slot
+    /// of `out` (which must be as long): [`fill_positions`](Self::fill_positions)
+    /// of each, computed for scattered positions without deriving a cycle's keys
+    /// once per position.
+    pub fn fill_at(&self, positions: &[u128], out: &mut [u64]) {
+        match self.mode {
+            Mode::Cyclic => cyclic::fill_at(self.len, self.seed, positions, out),
+            _ => {
+                for (&p, slot) in positions.iter().zip(out.iter_mut()) {
+                    self.fill_positions(p, std::slice::from_mut(slot));
+                }
+            }
+        }
+    }
+
     /// `fill` without the length check, for callers that sized `out` themselves.
     fn fill_exact(&self, step: u64, out: &mut [u64]) {
         // Positions are u128: the largest, (2^64 - 1) * B + B - 1, is below

@@ -167,15 +167,13 @@ impl<T: Token> PackedReader<T> {
     }
 
     /// The concatenation's index of each stream position.
+    /// (The mixture numbers the sources one after another, as the `Concat` of them
+    /// does: `new` checked that each source is as long as the mixture's.)
     fn indices(&self, positions: impl IntoIterator<Item = u64>) -> Result<Vec<u64>> {
-        positions
-            .into_iter()
-            .map(|p| {
-                let pick = self.mixture.pick(p)?;
-                // `Concat::new` took one part per mixture source: the start exists.
-                Ok(self.sources.start(pick.source).unwrap_or(0) + pick.record)
-            })
-            .collect()
+        let positions: Vec<u64> = positions.into_iter().collect();
+        let mut out = vec![0u64; positions.len()];
+        self.mixture.fill_indices(&positions, &mut out)?;
+        Ok(out)
     }
 
     /// The length of the sequence at stream `position`, read a chunk at a time.
