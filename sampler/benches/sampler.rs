@@ -7,7 +7,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use zring_sampler::{Mode, Sampler};
+use zring_sampler::{Mixture, Mode, Sampler};
 
 const N: u64 = 1_000_000;
 const BATCHES: [usize; 3] = [256, 1024, 8192];
@@ -78,6 +78,45 @@ fn bench_rand_baseline(c: &mut Criterion) {
     group.finish();
 }
 
+/// A mixture's batch of positions to records (three sources, scattered positions
+/// as a shuffled plan gives them) against one source's cyclic fill of as many
+/// records: what mixing costs per record on top of sampling.
+fn bench_mixture(c: &mut Criterion) {
+    let mixture = Mixture::new(
+        &[500_000, 300_000, 200_000],
+        &[0.5, 0.3, 0.2],
+        Mode::Cyclic,
+        7,
+    )
+    .expect("valid mixture");
+    let batch = 256usize;
+    let plan = Sampler::new(N, batch, Mode::Cyclic, 3).expect("valid sampler");
+    let mut positions = vec![0u64; batch];
+    let mut out = vec![0u64; batch];
+    let mut group = c.benchmark_group("mixture");
+    group.throughput(Throughput::Elements(batch as u64));
+    let mut step = 0u64;
+    group.bench_function(BenchmarkId::new("fill_indices", batch), |b| {
+        b.iter(|| {
+            plan.fill(step, &mut positions).expect("right length");
+            mixture
+                .fill_indices(black_box(&positions), &mut out)
+                .expect("in range");
+            step += 1;
+            black_box(&out);
+        })
+    });
+    let mut step = 0u64;
+    group.bench_function(BenchmarkId::new("one_source_fill", batch), |b| {
+        b.iter(|| {
+            plan.fill(step, &mut positions).expect("right length");
+            step += 1;
+            black_box(&positions);
+        })
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     // Short runs: the machine has two shared cores.
@@ -85,6 +124,6 @@ criterion_group! {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
         .sample_size(50);
-    targets = bench_modes, bench_rand_baseline
+    targets = bench_modes, bench_rand_baseline, bench_mixture
 }
 criterion_main!(benches);

@@ -31,8 +31,8 @@ fn fill_rounds<const R: usize>(n: u64, seed: u64, p0: u128, out: &mut [u64]) {
 }
 
 /// Writes `perm_c(p mod n)` with `c = p / n` for each of `positions`, in any
-/// order: one position at a time, keeping the last cycle's round keys, so
-/// positions that share a cycle (the usual case) derive them once.
+/// order: the positions of each cycle touched (usually one or two per call)
+/// permuted together, with that cycle's round keys derived once.
 pub(crate) fn fill_at(n: u64, seed: u64, positions: &[u128], out: &mut [u64]) {
     if domain_bits(n) <= SMALL_DOMAIN_BITS {
         fill_at_rounds::<SMALL_ROUNDS>(n, seed, positions, out);
@@ -43,13 +43,42 @@ pub(crate) fn fill_at(n: u64, seed: u64, positions: &[u128], out: &mut [u64]) {
 
 fn fill_at_rounds<const R: usize>(n: u64, seed: u64, positions: &[u128], out: &mut [u64]) {
     let wide_n = u128::from(n);
-    let mut current: Option<(u128, Feistel<R>)> = None;
+    // Each slot's cycle; the offsets go into `out`, permuted in place below.
+    let mut cycles = Vec::with_capacity(positions.len());
     for (&p, slot) in positions.iter().zip(out.iter_mut()) {
-        let (cycle, offset) = (p / wide_n, (p % wide_n) as u64);
-        let feistel = match &current {
-            Some((c, f)) if *c == cycle => f,
-            _ => &current.insert((cycle, Feistel::<R>::new(n, seed, cycle))).1,
+        // A 64-bit division where the position fits (a 128-bit one costs several
+        // times more, and this runs once per record).
+        let (cycle, offset) = match u64::try_from(p) {
+            Ok(p) => (u128::from(p / n), p % n),
+            Err(_) => (p / wide_n, (p % wide_n) as u64),
         };
-        *slot = feistel.index(offset);
+        cycles.push(cycle);
+        *slot = offset;
+    }
+    let Some(&first) = cycles.first() else {
+        return;
+    };
+    if cycles.iter().all(|&c| c == first) {
+        Feistel::<R>::new(n, seed, first).fill_offsets(out);
+        return;
+    }
+    let mut distinct = cycles.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut slots = Vec::new();
+    let mut buf = Vec::new();
+    for cycle in distinct {
+        slots.clear();
+        buf.clear();
+        for (k, &c) in cycles.iter().enumerate() {
+            if c == cycle {
+                slots.push(k);
+                buf.push(out[k]);
+            }
+        }
+        Feistel::<R>::new(n, seed, cycle).fill_offsets(&mut buf);
+        for (&k, &record) in slots.iter().zip(&buf) {
+            out[k] = record;
+        }
     }
 }

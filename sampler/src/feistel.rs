@@ -60,6 +60,15 @@ pub(crate) struct Feistel<const R: usize> {
     mul: [u64; R],
 }
 
+/// Where [`Feistel::fill_lanes`] takes its offsets from.
+#[derive(Clone, Copy)]
+enum Offsets {
+    /// `first, first + 1, ...`.
+    From(u64),
+    /// The output slots themselves.
+    InPlace,
+}
+
 impl<const R: usize> Feistel<R> {
     /// The permutation of `[0, n)` for `cycle` under `seed`; `n >= 1`.
     pub(crate) fn new(n: u64, seed: u64, cycle: u128) -> Self {
@@ -160,26 +169,36 @@ impl<const R: usize> Feistel<R> {
     /// the lane loops become vector instructions (about 1.8x faster); the
     /// arithmetic, and so the output, is identical.
     pub(crate) fn fill(&self, first: u64, out: &mut [u64]) {
+        self.dispatch(Offsets::From(first), out);
+    }
+
+    /// Replaces every offset of `out` (each `< n`, in any order) by its record:
+    /// [`Feistel::fill`] for offsets that are not consecutive.
+    pub(crate) fn fill_offsets(&self, out: &mut [u64]) {
+        self.dispatch(Offsets::InPlace, out);
+    }
+
+    fn dispatch(&self, offsets: Offsets, out: &mut [u64]) {
         #[cfg(target_arch = "x86_64")]
         {
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the running CPU supports AVX2, checked just above.
-                unsafe { self.fill_avx2(first, out) };
+                unsafe { self.fill_avx2(offsets, out) };
                 return;
             }
         }
-        self.fill_lanes(first, out);
+        self.fill_lanes(offsets, out);
     }
 
-    /// [`Feistel::fill`] compiled for AVX2.
+    /// [`Feistel::fill_lanes`] compiled for AVX2.
     ///
     /// # Safety
     /// The running CPU must support AVX2 (`is_x86_feature_detected!("avx2")`);
     /// executing AVX2 instructions on one that does not is undefined behaviour.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn fill_avx2(&self, first: u64, out: &mut [u64]) {
-        self.fill_lanes(first, out);
+    unsafe fn fill_avx2(&self, offsets: Offsets, out: &mut [u64]) {
+        self.fill_lanes(offsets, out);
     }
 
     /// `index` for every slot, in two passes: a branch-free pass over all
@@ -187,17 +206,24 @@ impl<const R: usize> Feistel<R> {
     /// inside the first pass would be mispredicted on every rare walk and
     /// throw away the overlapped work of the neighbouring lanes.
     #[inline(always)]
-    fn fill_lanes(&self, first: u64, out: &mut [u64]) {
-        let mut offset = first;
+    fn fill_lanes(&self, offsets: Offsets, out: &mut [u64]) {
         let mut chunks = out.chunks_exact_mut(LANES);
+        let mut at = 0u64;
         for chunk in &mut chunks {
-            let x = std::array::from_fn(|l| offset + l as u64);
+            let x = match offsets {
+                Offsets::From(first) => std::array::from_fn(|l| first + at + l as u64),
+                Offsets::InPlace => std::array::from_fn(|l| chunk[l]),
+            };
             chunk.copy_from_slice(&self.permute_lanes(x));
-            offset += LANES as u64;
+            at += LANES as u64;
         }
         for slot in chunks.into_remainder() {
-            *slot = self.permute(offset);
-            offset += 1;
+            let x = match offsets {
+                Offsets::From(first) => first + at,
+                Offsets::InPlace => *slot,
+            };
+            *slot = self.permute(x);
+            at += 1;
         }
         for block in out.chunks_mut(WALK_BLOCK) {
             self.walk(block);
@@ -305,8 +331,18 @@ mod tests {
                 let want: Vec<u64> = (first..).take(len).map(|o| f.index(o)).collect();
                 assert_eq!(out, want, "n = {n}, first = {first}");
                 let mut portable = vec![0; len];
-                f.fill_lanes(first, &mut portable);
+                f.fill_lanes(Offsets::From(first), &mut portable);
                 assert_eq!(portable, want, "portable path, n = {n}");
+                // Offsets in any order, permuted in place, on both paths.
+                let scattered: Vec<u64> =
+                    (0..len as u64).map(|k| (k * 7_919 + first) % n).collect();
+                let want: Vec<u64> = scattered.iter().map(|&o| f.index(o)).collect();
+                let mut out = scattered.clone();
+                f.fill_offsets(&mut out);
+                assert_eq!(out, want, "scattered offsets, n = {n}");
+                let mut portable = scattered;
+                f.fill_lanes(Offsets::InPlace, &mut portable);
+                assert_eq!(portable, want, "scattered offsets, portable path, n = {n}");
             }
         }
     }

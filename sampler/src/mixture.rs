@@ -65,10 +65,9 @@ pub struct Mixture {
     weights: Vec<f64>,
     samplers: Vec<Sampler>,
     quotas: Vec<u32>,
-    /// The source of each offset of a period.
-    pattern: Arc<[u32]>,
-    /// For each offset, how many earlier offsets of the period read its source.
-    rank: Arc<[u32]>,
+    /// For each offset of a period, its source and how many earlier offsets of
+    /// the period read that source (together: one memory access per position).
+    pattern: Arc<[(u32, u32)]>,
     /// The first global position this mixture answers for.
     start: u64,
     /// Each source's position at `start`.
@@ -105,7 +104,7 @@ impl Mixture {
                 Sampler::new(len, 1, mode, derive(seed, TAG_MIXTURE, s as u64, 0))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let (quotas, pattern, rank) = interleave(weights)?;
+        let (quotas, pattern) = interleave(weights)?;
         let mut starts = Vec::with_capacity(lens.len() + 1);
         let mut total = 0u64;
         starts.push(0);
@@ -118,7 +117,6 @@ impl Mixture {
             samplers,
             quotas,
             pattern,
-            rank,
             start: 0,
             base: vec![0; lens.len()],
             starts: starts.into(),
@@ -137,13 +135,12 @@ impl Mixture {
             });
         }
         let base = self.consumed(at)?;
-        let (quotas, pattern, rank) = interleave(weights)?;
+        let (quotas, pattern) = interleave(weights)?;
         Ok(Self {
             weights: weights.to_vec(),
             samplers: self.samplers.clone(),
             quotas,
             pattern,
-            rank,
             start: at,
             base,
             starts: Arc::clone(&self.starts),
@@ -155,13 +152,20 @@ impl Mixture {
     fn locate(&self, position: u64) -> Result<(usize, u128), SamplerError> {
         let q = self.offset(position)?;
         let period = self.pattern.len() as u64;
-        let (block, offset) = (q / period, (q % period) as usize);
-        let source = self.pattern[offset] as usize;
+        // Scaled weights make the period 2^16: a shift and a mask, not a division
+        // (this runs once per record).
+        let (block, offset) = if period.is_power_of_two() {
+            (q >> period.trailing_zeros(), (q & (period - 1)) as usize)
+        } else {
+            (q / period, (q % period) as usize)
+        };
+        let (source, rank) = self.pattern[offset];
+        let source = source as usize;
         // u128: `block * quota` can pass 2^64 only past 2^64 positions, but
         // a wrapped source position must never alias an earlier one.
         let c = u128::from(self.base[source])
             + u128::from(block) * u128::from(self.quotas[source])
-            + u128::from(self.rank[offset]);
+            + u128::from(rank);
         Ok((source, c))
     }
 
@@ -176,27 +180,38 @@ impl Mixture {
                 actual: out.len(),
             });
         }
+        // The positions grouped by source (a counting sort: one pass, no branch
+        // per source, whose outcome is random and mispredicted), each group then
+        // mapped to records at once.
+        let sources = self.samplers.len();
         let mut located = Vec::with_capacity(positions.len());
+        let mut group_start = vec![0usize; sources + 1];
         for &p in positions {
-            located.push(self.locate(p)?);
+            let (source, c) = self.locate(p)?;
+            group_start[source + 1] += 1;
+            located.push((source, c));
         }
-        let (mut slots, mut at, mut records) = (Vec::new(), Vec::new(), Vec::new());
+        for s in 0..sources {
+            group_start[s + 1] += group_start[s];
+        }
+        let mut next = group_start.clone();
+        let mut slots = vec![0usize; positions.len()];
+        let mut at = vec![0u128; positions.len()];
+        for (k, &(source, c)) in located.iter().enumerate() {
+            let i = next[source];
+            next[source] += 1;
+            slots[i] = k;
+            at[i] = c;
+        }
+        let mut records = vec![0u64; positions.len()];
         for (s, sampler) in self.samplers.iter().enumerate() {
-            slots.clear();
-            at.clear();
-            for (k, &(source, c)) in located.iter().enumerate() {
-                if source == s {
-                    slots.push(k);
-                    at.push(c);
-                }
-            }
-            if slots.is_empty() {
+            let group = group_start[s]..group_start[s + 1];
+            if group.is_empty() {
                 continue;
             }
-            records.resize(slots.len(), 0);
-            sampler.fill_at(&at, &mut records);
-            for (&k, &r) in slots.iter().zip(&records) {
-                out[k] = self.starts[s] + r;
+            sampler.fill_at(&at[group.clone()], &mut records[group.clone()]);
+            for i in group {
+                out[slots[i]] = self.starts[s] + records[i];
             }
         }
         Ok(())
@@ -262,7 +277,7 @@ impl Mixture {
             .zip(&self.quotas)
             .map(|(&base, &quota)| base + block * u64::from(quota))
             .collect();
-        for &s in &self.pattern[..offset] {
+        for &(s, _) in &self.pattern[..offset] {
             counts[s as usize] += 1;
         }
         Ok(counts)
@@ -470,7 +485,7 @@ impl MixturePlan {
     }
 }
 
-type Interleave = (Vec<u32>, Arc<[u32]>, Arc<[u32]>);
+type Interleave = (Vec<u32>, Arc<[(u32, u32)]>);
 
 /// The quotas, the pattern of one period and each offset's rank within its
 /// source.
@@ -491,7 +506,6 @@ fn interleave(weights: &[f64]) -> Result<Interleave, SamplerError> {
     let mut credit = vec![0i64; quotas.len()];
     let mut served = vec![0u32; quotas.len()];
     let mut pattern = Vec::with_capacity(period as usize);
-    let mut rank = Vec::with_capacity(period as usize);
     for _ in 0..period {
         let mut best = 0;
         for (s, &quota) in quotas.iter().enumerate() {
@@ -501,11 +515,10 @@ fn interleave(weights: &[f64]) -> Result<Interleave, SamplerError> {
             }
         }
         credit[best] -= i64::from(period);
-        pattern.push(best as u32);
-        rank.push(served[best]);
+        pattern.push((best as u32, served[best]));
         served[best] += 1;
     }
-    Ok((quotas, pattern.into(), rank.into()))
+    Ok((quotas, pattern.into()))
 }
 
 /// Integer quotas: whole-number weights as they are when they sum to at most
