@@ -155,6 +155,7 @@ impl<const R: usize> Feistel<R> {
     /// Walking from a point inside `[0, n)` along the permutation's own cycle
     /// must come back into `[0, n)`, and does so at a point no other offset
     /// reaches first, so the result is again a bijection of `[0, n)`.
+    #[cfg(test)]
     pub(crate) fn index(&self, offset: u64) -> u64 {
         let mut x = self.permute(offset);
         while x >= self.n {
