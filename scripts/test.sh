@@ -314,6 +314,7 @@ if full_step "python benches once in check mode (tiny data, every output checked
     python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
     python python/bench/bench_remote.py --check --server moto --dir "$BENCH_TMP/remote"
     python python/bench/bench_jax.py --check --dir "$BENCH_TMP/jax"
+    python python/bench/bench_lm.py --check --dir "$BENCH_TMP/lm"
   )
   rm -rf "$BENCH_TMP"
 fi

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 
 import numpy as np
 
@@ -39,6 +38,7 @@ import jax
 import zring
 import zring.jax as zj
 from bench_gather import image_like, warm  # the same W1 records as the gather bench
+from rounds import batch_rates
 from zring._internal.frameworks import Plan
 
 BATCH = 256
@@ -115,23 +115,6 @@ def check(plan: Plan, its: dict, records, steps: int = 3) -> None:
                 assert a.dtype == b.dtype and np.array_equal(a, b), f"{k}: step {step} differs from the source"
 
 
-def run(its: dict, seconds: float, rounds: int) -> dict:
-    spent = {k: 0.0 for k in its}
-    count = {k: 0 for k in its}
-    for it in its.values():  # warm-up
-        for _ in range(3):
-            next(it)
-    per_round = seconds / rounds
-    for _ in range(rounds):
-        for k, it in its.items():
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < per_round:
-                next(it)
-                count[k] += 1
-            spent[k] += time.perf_counter() - t0
-    return {k: count[k] / spent[k] for k in its}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-jax")
@@ -154,7 +137,7 @@ def main() -> None:
         if a.check:
             print(f"bench_jax {name}: every contender's batches are the plan's source records")
             continue
-        rates = run(its, a.seconds, a.rounds)
+        rates = batch_rates(its, a.seconds, a.rounds)
         out[name] = rates
         print(f"{name.upper()} raw, batch {BATCH}, to jax.Array on CPU:")
         for k, v in rates.items():

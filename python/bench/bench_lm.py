@@ -60,7 +60,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -69,6 +69,7 @@ import zring
 import zring.jax as zj
 from bench_gather import warm
 from bench_jax import token_lengths  # the W3 lengths of the JAX and torch benches
+from rounds import timed
 
 BATCH = 256
 SEQ_LEN = 2048
@@ -268,27 +269,6 @@ def non_pad(batch: dict) -> int:
 # -- timing -------------------------------------------------------------------------
 
 
-def run(its: dict, count: Callable, seconds: float, rounds: int) -> dict:
-    """Units (count(batch)) per second and batches per second of each contender, in
-    alternating rounds."""
-    spent = {k: 0.0 for k in its}
-    units = {k: 0 for k in its}
-    batches = {k: 0 for k in its}
-    for it in its.values():  # warm-up
-        for _ in range(3):
-            next(it)
-    per_round = seconds / rounds
-    for _ in range(rounds):
-        for k, it in its.items():
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < per_round:
-                units[k] += count(next(it))
-                batches[k] += 1
-            spent[k] += time.perf_counter() - t0
-    return {k: {"per_s": units[k] / spent[k], "batches_s": batches[k] / spent[k], "units": units[k],
-                "batches": batches[k]} for k in its}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-lm", help="where the datasets and the store go")
@@ -313,7 +293,7 @@ def main() -> None:
     if a.check:
         print("bench_lm mixture: the loaders' and the gather's batches are the source records")
     else:
-        r = run(m["its"], lambda b: b.values.size, a.seconds, a.rounds)
+        r = timed(m["its"], a.seconds, a.rounds, lambda b: b.values.size)
         out["mixture"] = r
         out["mixture_pick_us"] = pick_us(m["mix"])
     for loader in m["loaders"]:
@@ -325,7 +305,7 @@ def main() -> None:
         print("bench_lm packing: zring's packed segments are the sequences in order; Grain's are sequences")
     else:
         # Efficiency over every batch timed, and non-pad tokens/s.
-        r = run(its, non_pad, a.seconds, a.rounds)
+        r = timed(its, a.seconds, a.rounds, non_pad)
         for v in r.values():
             v["efficiency"] = v["units"] / (v["batches"] * ROWS * SEQ_LEN)
         out["packing"] = r

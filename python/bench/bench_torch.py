@@ -48,7 +48,6 @@ import argparse
 import hashlib
 import json
 import os
-import time
 
 import numpy as np
 import torch
@@ -56,6 +55,7 @@ import torch
 import zring
 import zring.torch as zt
 from bench_gather import image_like, warm  # the same W1 records as the gather bench
+from rounds import batch_rates
 
 BATCH = 256
 
@@ -229,23 +229,6 @@ def check(its: dict, source: list[np.ndarray], gather_ids: list[np.ndarray], bat
                     f"gather: batch {b} != source[ids]")
 
 
-def run(its: dict, seconds: float, rounds: int) -> dict:
-    spent = {k: 0.0 for k in its}
-    count = {k: 0 for k in its}
-    for it in its.values():  # warm-up
-        for _ in range(3):
-            next(it)
-    per_round = seconds / rounds
-    for _ in range(rounds):
-        for k, it in its.items():
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < per_round:
-                next(it)
-                count[k] += 1
-            spent[k] += time.perf_counter() - t0
-    return {k: count[k] / spent[k] for k in its}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-torch")
@@ -270,7 +253,7 @@ def main():
         if a.check:
             print(f"bench_torch {name}: every contender's batches hold source records")
             continue
-        rates = run(its, a.seconds, a.rounds)
+        rates = batch_rates(its, a.seconds, a.rounds)
         out[name] = rates
         print(f"{name.upper()} raw, batch {BATCH}:")
         for k, v in rates.items():
