@@ -121,7 +121,7 @@ def pack(
     field: Optional[str] = None,
     strategy: Literal["concat", "first_fit"] = "concat",
     weights: Optional[Sequence[float]] = None,
-    seed: Optional[int] = None,
+    seed: int = 0,
     pad_id: int = 0,
     carry: Optional[Sequence[str]] = None,
     prefetch: int = 2,
@@ -154,7 +154,7 @@ def pack(
     if world_size < 1 or not 0 <= rank < world_size:
         raise InvalidArgumentError(f"rank {rank} is not in a world of {world_size}")
     if isinstance(source, Mixture):
-        if weights is not None or (seed is not None and seed != source.seed):
+        if weights is not None or seed not in (0, source.seed):
             raise InvalidArgumentError("a mixture packs with its own weights and seed")
         if source._history:
             raise InvalidArgumentError("a reweighted mixture cannot be packed; pack the mixture it continues")
@@ -174,7 +174,7 @@ def pack(
         if datasets:
             name = _field_name(datasets[0], field)
             natives = [ds.field(name) for ds in datasets]
-            mixture = Mixture(datasets, weights, seed=seed or 0) if carry else None
+            mixture = Mixture(datasets, weights, seed=seed) if carry else None
         else:
             if field is not None or carry:
                 raise InvalidArgumentError("field= and carry= name fields of datasets; stores hold one")
@@ -194,7 +194,7 @@ def pack(
         seq_len=seq_len,
         rows=rows * world_size,
         strategy=strategy,
-        seed=seed or 0,
+        seed=seed,
         pad_id=pad_id,
         prefetch=prefetch,
         window=window,
