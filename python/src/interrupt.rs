@@ -18,7 +18,7 @@
 //! work is one engine call as before.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -99,6 +99,7 @@ pub fn read<E: Send>(
         caller: std::thread::current().id(),
         last: Mutex::new(Instant::now()),
         raised: Mutex::new(None),
+        stopped: AtomicBool::new(false),
     };
     let result = py.detach(|| work(&watch));
     let raised = watch
@@ -121,10 +122,17 @@ struct SignalWatch {
     last: Mutex<Instant>,
     /// What a handler raised.
     raised: Mutex<Option<PyErr>>,
+    /// Set once a handler raised: every later question, from any thread of the
+    /// batch, is answered yes (the handler ran once and will not raise again, and
+    /// work asked per record, like a decode, must stop at its next record).
+    stopped: AtomicBool,
 }
 
 impl zring_engine::Interrupt for SignalWatch {
     fn interrupted(&self) -> bool {
+        if self.stopped.load(Ordering::Relaxed) {
+            return true;
+        }
         if std::thread::current().id() != self.caller {
             return false;
         }
@@ -139,6 +147,7 @@ impl zring_engine::Interrupt for SignalWatch {
             Ok(()) => false,
             Err(e) => {
                 *self.raised.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+                self.stopped.store(true, Ordering::Relaxed);
                 true
             }
         }

@@ -341,11 +341,6 @@ except KeyboardInterrupt:
 """
 
 
-# Known bug, not yet found: the signal (sent at 0.5 s) is seen only when the whole
-# decode has ended (a 1,600-image decode of 2.3 s reports "interrupted" at 2.3 s),
-# so this passes or fails on the machine's speed. Kept, not strict, until the
-# decode stops between records as documented.
-@pytest.mark.xfail(reason="a decode sees Ctrl-C only at its end", strict=False)
 def test_ctrl_c_stops_a_long_decode(tmp_path):
     import subprocess
     import sys
@@ -357,7 +352,8 @@ def test_ctrl_c_stops_a_long_decode(tmp_path):
         assert r.returncode == 0, r.stderr
         outcome, seconds = r.stdout.split()
         if outcome == "interrupted":
-            # The signal came at 0.5 s; the decode stops between records.
-            assert float(seconds) < 2.5, r.stdout
+            # The signal came at 0.5 s; the decode stops between records, not at
+            # the end of the batch (a 1,600-image decode takes 2-5 s here).
+            assert float(seconds) < 1.5, r.stdout
             return
     pytest.fail(f"the decode was never interrupted: {r.stdout}")
