@@ -38,7 +38,7 @@ import jax
 import zring
 import zring.jax as zj
 from bench_gather import image_like, warm  # the same W1 records as the gather bench
-from rounds import batch_rates
+from rounds import add_timing_args, apply_quick, batch_rates
 from zring._internal.frameworks import Plan
 
 BATCH = 256
@@ -118,14 +118,9 @@ def check(plan: Plan, its: dict, records, steps: int = 3) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-jax")
-    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender")
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--quick", action="store_true", help="small workloads, short timing (smoke test)")
-    ap.add_argument("--json", help="also write the results to this file")
-    ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
+    add_timing_args(ap)
     a = ap.parse_args()
-    if a.quick:
-        a.seconds, a.rounds = min(a.seconds, 0.6), 2
+    apply_quick(a)
     n1, n3 = (300, 2_000) if a.check else (400, 20_000) if a.quick else (2_000, 200_000)
     os.makedirs(a.dir, exist_ok=True)
     records = build(a.dir, n1, n3)

@@ -69,7 +69,7 @@ import zring
 import zring.jax as zj
 from bench_gather import warm
 from bench_jax import token_lengths  # the W3 lengths of the JAX and torch benches
-from rounds import timed
+from rounds import add_timing_args, apply_quick, timed
 
 BATCH = 256
 SEQ_LEN = 2048
@@ -272,15 +272,10 @@ def non_pad(batch: dict) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-lm", help="where the datasets and the store go")
-    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender")
-    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--codec", default="raw", help="codec of the datasets and the store")
-    ap.add_argument("--quick", action="store_true", help="small workloads, short timing (smoke test)")
-    ap.add_argument("--json", help="also write the results to this file")
-    ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
+    add_timing_args(ap)
     a = ap.parse_args()
-    if a.quick:
-        a.seconds, a.rounds = min(a.seconds, 0.6), 2
+    apply_quick(a)
     n = 2_000 if a.check else 20_000 if a.quick else 200_000
     os.makedirs(a.dir, exist_ok=True)
     corpus = Corpus(n)

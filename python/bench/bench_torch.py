@@ -55,7 +55,7 @@ import torch
 import zring
 import zring.torch as zt
 from bench_gather import image_like, warm  # the same W1 records as the gather bench
-from rounds import batch_rates
+from rounds import add_timing_args, apply_quick, batch_rates
 
 BATCH = 256
 
@@ -232,17 +232,12 @@ def check(its: dict, source: list[np.ndarray], gather_ids: list[np.ndarray], bat
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dir", default="/tmp/zring-bench-torch")
-    ap.add_argument("--seconds", type=float, default=6.0)
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json")
-    ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
+    add_timing_args(ap)
     ap.add_argument("--workers", type=int, default=0,
                     help="also time zring-dl with this many DataLoader worker processes, each taking its share of the "
                          "cores (the default) and keeping a pool of one thread per core (unshared, the old behaviour)")
     a = ap.parse_args()
-    if a.quick:
-        a.seconds, a.rounds = min(a.seconds, 0.6), 2
+    apply_quick(a)
     os.makedirs(a.dir, exist_ok=True)
     torch.set_num_threads(1)
     build(a.dir, a.quick, a.check)

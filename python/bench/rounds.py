@@ -4,8 +4,25 @@ speed drifts (other work, frequency) drifts for every contender alike."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from typing import Any, Callable, Iterator
+
+
+def add_timing_args(ap: argparse.ArgumentParser) -> None:
+    """The options every timed bench has: --seconds, --rounds, --quick, --json and
+    --check (call :func:`apply_quick` on the parsed arguments)."""
+    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per contender")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--quick", action="store_true", help="small workloads, short timing (smoke test)")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--check", action="store_true", help="tiny sizes: check every contender's batches, time nothing")
+
+
+def apply_quick(a: argparse.Namespace) -> None:
+    """--quick: at most 0.6 s per contender, in 2 rounds."""
+    if a.quick:
+        a.seconds, a.rounds = min(a.seconds, 0.6), 2
 
 
 def timed(its: dict[str, Iterator[Any]], seconds: float, rounds: int,
