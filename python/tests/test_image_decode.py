@@ -319,6 +319,9 @@ from PIL import Image as PILImage
 import zring
 from zring.decode import Image
 
+# Python leaves SIGINT ignored when it starts with it ignored (a child of a shell's
+# background job, as CI runners may start it): raise KeyboardInterrupt regardless.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 x = np.linspace(0, 255, 1600, dtype=np.uint8)
 rgb = np.stack([np.tile(x, (1200, 1)), np.tile(x[:1200, None], (1, 1600)), np.zeros((1200, 1600), np.uint8)], -1)
 buf = io.BytesIO()
