@@ -62,7 +62,7 @@ fn schema_dict<'py>(py: Python<'py>, name: &str, s: &Schema) -> PyResult<Bound<'
 
 /// `idx` as a selection of `len` records: datasets take an index, a slice or a 1-D
 /// index array.
-fn select_1d(idx: &Bound<'_, PyAny>, len: u64) -> PyResult<Selection> {
+pub(crate) fn select_1d(idx: &Bound<'_, PyAny>, len: u64) -> PyResult<Selection> {
     let sel = index::select(idx, len)?;
     if let Selection::Many { shape, .. } = &sel {
         if shape.len() != 1 {

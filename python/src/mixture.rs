@@ -6,7 +6,9 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use zring_sampler::{Mixture, Mode};
 
+use crate::dataset::select_1d;
 use crate::errors;
+use crate::index::Selection;
 
 /// The mixture behind `zring.Mixture` (private; see `zring/_internal/mixture.py`).
 ///
@@ -44,6 +46,37 @@ impl PyMixture {
             .reweighted(at, &weights)
             .map_err(|e| errors::sampler(py, e))?;
         Ok(Self { mixture })
+    }
+
+    /// `(positions, one)`: the stream positions of records `idx` of epoch `epoch`
+    /// of a mixture of `length` positions an epoch, `idx` read as a dataset's
+    /// gather reads it (int, slice, list, 1-D array or mask; `one` for an int).
+    fn positions<'py>(
+        &self,
+        py: Python<'py>,
+        idx: &Bound<'py, PyAny>,
+        length: u64,
+        epoch: u64,
+    ) -> PyResult<(Bound<'py, PyArray1<u64>>, bool)> {
+        let sel = select_1d(idx, length)?;
+        // Positions stay below 2^63, so that NumPy's signed views of them are exact.
+        let first = epoch
+            .checked_mul(length)
+            .filter(|f| {
+                f.checked_add(length)
+                    .is_some_and(|end| end <= i64::MAX as u64)
+            })
+            .ok_or_else(|| {
+                errors::INDEX.err(
+                    py,
+                    format!("epoch {epoch} is outside the mixture's stream (2^63 positions)"),
+                )
+            })?;
+        let out: Vec<u64> = sel.ids().iter().map(|&i| first + i).collect();
+        Ok((
+            PyArray1::from_vec(py, out),
+            matches!(sel, Selection::One(_)),
+        ))
     }
 
     /// Indices into the concatenation of the sources for `positions` (uint64).

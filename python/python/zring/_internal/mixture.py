@@ -24,10 +24,6 @@ if TYPE_CHECKING:
 #: What a mixture's source may be: a dataset, a store, or the path of either.
 Source = Union[Dataset, Store, str, "os.PathLike[str]"]
 
-#: The largest position a mixture answers for, so that ``epoch * len + index``
-#: stays an exact uint64 (and an int64 where NumPy converts).
-_MAX_POSITION = 2**63 - 1
-
 
 def _open(source: Source, field: str) -> tuple[Dataset | tuple[str, Store], Source]:
     """``(part, what pickles)``: a dataset, or a store as the pair ``(field, store)``."""
@@ -141,33 +137,12 @@ class Mixture:
 
     def positions(self, idx: RecordIndex | RecordIndices, epoch: int = 0) -> tuple[np.ndarray[Any, Any], bool]:
         """``(positions, one)``: the stream positions of records ``idx`` of epoch
-        ``epoch`` (uint64), and whether ``idx`` was a single int."""
-        n = self.length
-        one = isinstance(idx, (int, np.integer)) and not isinstance(idx, bool)
-        if isinstance(idx, slice):
-            ids = np.arange(n, dtype=np.int64)[idx]
-        else:
-            ids = np.asarray(idx)
-            if ids.dtype == np.bool_:
-                if ids.shape != (n,):
-                    raise ZringIndexError(f"a mask must have the mixture's length {n}, got shape {ids.shape}")
-                ids = np.flatnonzero(ids)
-            elif ids.dtype.kind not in "iu":
-                if ids.size:
-                    raise TypeError(f"record indices must be integers, got dtype {ids.dtype}")
-                ids = ids.astype(np.int64)
-            if ids.ndim > 1:
-                raise ValueError(f"mixtures take 1-D index arrays, got shape {ids.shape}")
-            ids = ids.reshape(-1).astype(np.int64)
-            ids = np.where(ids < 0, ids + n, ids)
-            bad = (ids < 0) | (ids >= n)
-            if bad.any():
-                i = int(np.asarray(idx).reshape(-1)[int(np.flatnonzero(bad)[0])])
-                raise ZringIndexError(f"index {i} is out of range for a mixture of length {n}")
+        ``epoch`` (uint64; ``idx`` as a dataset's gather takes it), and whether
+        ``idx`` was a single int."""
         epoch = int(epoch)
-        if epoch < 0 or (epoch + 1) * n > _MAX_POSITION:
+        if epoch < 0:
             raise ZringIndexError(f"epoch {epoch} is outside the mixture's stream (2^63 positions)")
-        return ids.astype(np.uint64) + np.uint64(epoch * n), one
+        return self._native.positions(idx, self.length, epoch)
 
     def indices(self, idx: RecordIndex | RecordIndices, epoch: int = 0) -> np.ndarray[Any, Any]:
         """Where records ``idx`` of epoch ``epoch`` read, as indices of :attr:`joined`."""
