@@ -365,14 +365,13 @@ class Dataset(_tud.Dataset):  # type: ignore[misc]
 
     def __getitem__(self, i: Any) -> Any:
         _take_worker_share()
-        if self.decode or mixture_of(self.fields) is not None:
-            # Through the one read of a batch: images decoded, a mixture's epoch read.
-            one, n = read_fields(self.fields, as_int_indices([i]), self.decode, self.epoch)
-            if n == 0:
-                raise IndexError(f"record {i} was skipped: its image cannot be decoded")
-            out = {name: to_tensor(_first(v)) for name, v in one.items()}
-        else:
-            out = {name: to_tensor(np.asarray(store[i])) for name, store in self.fields.items()}
+        # Every read goes through read_fields (images decoded, a mixture's epoch
+        # read), one record as a gather of one id: its record 0 is what store[i]
+        # is. int() keeps the keys store[int(i)] took, as zring.jax's does.
+        one, n = read_fields(self.fields, as_int_indices([int(i)]), self.decode, self.epoch)
+        if n == 0:
+            raise IndexError(f"record {i} was skipped: its image cannot be decoded")
+        out = {name: to_tensor(_first(v)) for name, v in one.items()}
         return self.transform(out) if self.transform is not None else out
 
     def __getitems__(self, indices: Any) -> Any:

@@ -137,10 +137,8 @@ class Loader(_Loader, Generic[_T]):
             streams = {name: mixture.joined.field(name) for name in mixture.fields}
             if isinstance(sampler, Sampler):
                 sampler = mixture.plan_of(sampler)
-            return super().__new__(cls, streams, sampler, *args,
-                                   **{**kwargs, "decode": _specs(kwargs.get("decode")) or None,
-                                      "mixture": mixture._native})
-        if isinstance(streams, Mixture):
+            kwargs = {**kwargs, "mixture": mixture._native}
+        elif isinstance(streams, Mixture):
             streams = {name: [MixtureField(streams, name)] for name in streams.fields}
         if isinstance(streams, _Dataset):
             if native:
