@@ -125,17 +125,23 @@ class _Source:
     def logical_bytes(self, fields: list[str]) -> int:
         """Bytes the records of ``fields`` take in memory once read (payload plus
         the 8-byte Arrow offsets of ragged fields), from the stores' headers."""
-        names = list(self.schemas)
-        total = 0
-        # A dataset lists its stores shard by shard, each shard's in field order.
-        for k, p in enumerate(self.store_paths):
-            name = names[k % len(names)]
-            if name in fields:
-                store = open_store(p, **self.options)
-                total += int(store.stats()["logical_bytes"])
-                if self.schemas[name]["layout"] == "ragged":
-                    total += 8 * (len(store) + 1)
-        return total
+        return _logical_bytes(self.store_paths, self.schemas, fields, self.options)
+
+
+def _logical_bytes(store_paths: list[str], schemas: dict[str, Any], fields: list[str],
+                   options: Mapping[str, Any]) -> int:
+    """What :meth:`_Source.logical_bytes` says, for stores listed shard by shard,
+    each shard's in the field order of ``schemas``."""
+    names = list(schemas)
+    total = 0
+    for k, p in enumerate(store_paths):
+        name = names[k % len(names)]
+        if name in fields:
+            store = open_store(p, **options)
+            total += int(store.stats()["logical_bytes"])
+            if schemas[name]["layout"] == "ragged":
+                total += 8 * (len(store) + 1)
+    return total
 
 
 class _MixtureSource:
@@ -154,11 +160,9 @@ class _MixtureSource:
 
     def logical_bytes(self, fields: list[str]) -> int:
         """The joined sources' bytes per record, times the positions of an epoch."""
-        joined = _Source.__new__(_Source)
-        joined.options, joined.schemas = {}, self.schemas
-        joined.store_paths = self.mixture.joined.store_paths()
-        total = max(len(self.mixture.joined), 1)
-        return _Source.logical_bytes(joined, fields) * self.len // total
+        joined = self.mixture.joined
+        nbytes = _logical_bytes(joined.store_paths(), self.schemas, fields, {})
+        return nbytes * self.len // max(len(joined), 1)
 
 
 def _arrow(column: Any, schema: dict[str, Any]) -> pa.Array:
