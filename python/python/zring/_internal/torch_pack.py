@@ -3,7 +3,7 @@ dataset (imports torch; ``zring.torch`` re-exports it)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Optional
 
 import numpy as np
@@ -13,13 +13,15 @@ import torch.utils.data as _tud
 from .pack import pack
 
 
-def _tensors(batch: dict[str, Any]) -> dict[str, Any]:
+def _tensors(batch: dict[str, Any], to_tensor: Callable[[Any], torch.Tensor]) -> dict[str, Any]:
+    """The batch's arrays (and the carried fields' arrays) as tensors over the same
+    memory, by ``zring.torch.to_tensor`` (which takes every dtype zring stores)."""
     out: dict[str, Any] = {}
     for k, v in batch.items():
         if isinstance(v, np.ndarray):
-            out[k] = torch.from_numpy(v)
+            out[k] = to_tensor(v)
         elif isinstance(v, Mapping):
-            out[k] = _tensors(dict(v))
+            out[k] = _tensors(dict(v), to_tensor)
         else:
             out[k] = v
     return out
@@ -67,13 +69,16 @@ class PackedIterableDataset(_tud.IterableDataset):  # type: ignore[misc]
                 "zring.torch.PackedIterableDataset packs one stream on a Rust thread; "
                 "use DataLoader(..., num_workers=0)"
             )
+        # zring.torch imports this module: its converter is taken when iterating.
+        from ..torch import to_tensor
+
         with pack(self.source, self.seq_len, rows=self.rows, rank=self.rank,
                   world_size=self.world_size, state=self._state, **self.options) as packed:
             for batch in packed:
                 # Taken before the yield: a state_dict() after this batch resumes
                 # with the next one.
                 self._state = packed.state_dict()
-                yield _tensors(batch)
+                yield _tensors(batch, to_tensor)
 
     def state_dict(self) -> dict[str, Any]:
         """Where packing stands after the last batch delivered (positions, not tokens)."""
