@@ -128,7 +128,7 @@ mod avx2 {
     /// Whether the CPU has AVX2 (`std` caches the answer).
     #[inline]
     pub(super) fn available() -> bool {
-        std::is_x86_feature_detected!("avx2")
+        crate::simd::has_avx2()
     }
 
     fn secret_u64(at: usize) -> u64 {

@@ -22,6 +22,7 @@ mod pool;
 mod process;
 mod publish;
 mod scratch;
+mod simd;
 mod sync;
 mod system;
 mod topology;
@@ -74,6 +75,7 @@ pub use system::{device_queue_depth, evict_from_page_cache, memory_bytes, sync_a
 
 // Hashing: XXH3-64 of records, fused with the copy where a read copies anyway.
 pub use hash::{copy_and_hash, uses_avx2 as xxh3_uses_avx2, xxh3_64, xxh3_64_portable};
+pub use simd::{has_avx2, with_avx2};
 
 // Fork safety: state that a forked child must not inherit (rings, pool threads), and a
 // one-shot channel whose receiver is a `Future` (the engine's runtime-agnostic async

@@ -180,26 +180,10 @@ impl<const R: usize> Feistel<R> {
     }
 
     fn dispatch(&self, offsets: Offsets, out: &mut [u64]) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the running CPU supports AVX2, checked just above.
-                unsafe { self.fill_avx2(offsets, out) };
-                return;
-            }
-        }
-        self.fill_lanes(offsets, out);
-    }
-
-    /// [`Feistel::fill_lanes`] compiled for AVX2.
-    ///
-    /// # Safety
-    /// The running CPU must support AVX2 (`is_x86_feature_detected!("avx2")`);
-    /// executing AVX2 instructions on one that does not is undefined behaviour.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn fill_avx2(&self, offsets: Offsets, out: &mut [u64]) {
-        self.fill_lanes(offsets, out);
+        zring_platform::with_avx2(
+            #[inline(always)]
+            || self.fill_lanes(offsets, out),
+        );
     }
 
     /// `index` for every slot, in two passes: a branch-free pass over all

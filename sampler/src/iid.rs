@@ -139,28 +139,14 @@ fn fill_pairs(n: u32, thresh: u32, seed: u64, hi: u64, lo: u64, out: &mut [u64])
     }
 }
 
-/// [`reduce`], run as its AVX2 build on CPUs that have AVX2.
+/// [`reduce`], run as its AVX2 build on CPUs that have AVX2 (4 multiplies per
+/// instruction); same output.
 #[inline]
 fn reduce_fast(n: u32, words: &[u64], out: &mut [u64]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the running CPU supports AVX2, checked just above.
-            return unsafe { reduce_avx2(n, words, out) };
-        }
-    }
-    reduce(n, words, out)
-}
-
-/// `reduce` compiled for AVX2 (4 multiplies per instruction); same output.
-///
-/// # Safety
-/// The running CPU must support AVX2 (`is_x86_feature_detected!("avx2")`);
-/// executing AVX2 instructions on one that does not is undefined behaviour.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn reduce_avx2(n: u32, words: &[u64], out: &mut [u64]) -> u32 {
-    reduce(n, words, out)
+    zring_platform::with_avx2(
+        #[inline(always)]
+        || reduce(n, words, out),
+    )
 }
 
 /// Writes the candidate indices of both halves of each word and returns

@@ -123,18 +123,15 @@
 //! does not depend on it. Measured numbers are in
 //! `docs/benchmarks/sampler.md`.
 
-#![deny(unsafe_code)]
+// The AVX2 builds are run through `zring_platform::with_avx2`, where the one
+// `unsafe` call (to a `#[target_feature]` function, after the CPU check) lives.
+#![forbid(unsafe_code)]
 
 mod cyclic;
 mod epochs;
 mod error;
-// The permutation's AVX2 build: `unsafe` only to call a `#[target_feature]`
-// function after checking the CPU has the feature (see `Feistel::fill`).
-#[allow(unsafe_code)]
 mod feistel;
 mod hash;
-// The i.i.d. reduction's AVX2 build: the same pattern (see `reduce_fast`).
-#[allow(unsafe_code)]
 mod iid;
 mod mixture;
 mod mode;
