@@ -16,7 +16,8 @@
 //! - `object`: URLs to object_store clients, credentials from the environment;
 //! - `fetch`: a batch's GETs kept `in_flight` deep, each requested range handed to
 //!   the caller as soon as its bytes arrive;
-//! - `cache`: the local chunk cache shared by processes;
+//! - `cache`: the local chunk cache shared by processes, and `cache_entry` its
+//!   entry format (a chunk, its block hashes, a checked trailer) and checked reads;
 //! - `whole`: whole-object cache entries, downloaded once and handed to the caller
 //!   to open as local files;
 //! - `open`: an object's tail (a store's footer and metadata) and its source;
@@ -24,12 +25,16 @@
 //! - `upload`: a finished local file uploaded as one object (a conditional PUT, or
 //!   a multipart upload of parts in parallel), complete or not at all.
 //!
-//! Everything but `options` and `plan` is behind the `remote` cargo feature.
+//! Everything but `options`, `plan` and `cache_entry` is behind the `remote` cargo
+//! feature.
 
 mod options;
 // Public only for the fuzz target that checks its invariants (fuzz/remote_plan).
 #[doc(hidden)]
 pub mod plan;
+// Public only for the fuzz target that reads damaged entries (fuzz/cache_entry).
+#[doc(hidden)]
+pub mod cache_entry;
 
 #[cfg(feature = "remote")]
 mod cache;

@@ -56,19 +56,16 @@ use crate::error::{Error, InternalError, Result};
 
 use super::options::CacheOptions;
 
-mod entry;
 mod evict;
 #[cfg(test)]
 mod tests;
 
-use entry::{check_ranges, read_ranges, trailer, trailer_len};
+pub(crate) use super::cache_entry::BLOCK;
+use super::cache_entry::{block_table, check_ranges, read_ranges, trailer, trailer_len};
 use evict::lock_file;
 
 /// Lock files per cache directory.
 pub const LOCK_STRIPES: u64 = 1024;
-/// The bytes one hash of an entry's trailer covers: a hit reads and checks whole
-/// blocks. A page: a record of a few hundred bytes costs one page's read and hash.
-pub(crate) const BLOCK: usize = 4096;
 /// The entry format's directory.
 const VERSION_DIR: &str = "v2";
 /// Directories of older entry formats, deleted on open.
@@ -295,7 +292,7 @@ impl Cache {
     fn write_entry(&self, dir: &Path, path: &Path, data: &[u8]) -> std::io::Result<()> {
         fs::create_dir_all(dir)?;
         let tmp = self.temp_path(path);
-        let table: Arc<[u64]> = data.chunks(BLOCK).map(xxh3_64).collect();
+        let table = block_table(data);
         let result = (|| {
             let mut f = File::create(&tmp)?;
             f.write_all(data)?;
@@ -330,7 +327,7 @@ impl Cache {
             .unwrap_or_else(PoisonError::into_inner)
             .get(path);
         match read_ranges(&f, len, ranges, known.as_deref()) {
-            Ok((out, table)) => {
+            Some((out, table)) => {
                 if let Some(table) = table {
                     self.tables
                         .lock()
@@ -341,7 +338,7 @@ impl Cache {
                 let _ = f.set_modified(SystemTime::now());
                 Some(out)
             }
-            Err(()) => {
+            None => {
                 drop(f);
                 self.tables
                     .lock()

@@ -3,7 +3,7 @@
 // The cache takes a slice of ranges; one range is `&[a..b]`, not a mistaken `vec![a; b]`.
 #![allow(clippy::single_range_in_vec_init)]
 
-use super::entry::TRAILER_FIXED;
+use crate::remote::cache_entry::TRAILER_FIXED;
 use super::evict::scan;
 use super::*;
 use std::time::Duration;

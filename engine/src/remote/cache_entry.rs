@@ -1,5 +1,10 @@
-//! The entry format: a chunk's bytes, then its block hashes and a checked trailer
-//! (see the parent module's notes), and the checked reads of its ranges.
+//! The chunk cache's entry format: a chunk's bytes, then its block hashes and a
+//! checked trailer (see the `cache` module's notes), and the checked reads of its
+//! ranges.
+//!
+//! Pure (a file in, checked bytes out), so it builds without the `remote` feature;
+//! public (hidden) only for the fuzz target that reads damaged and hostile entries
+//! (fuzz/cache_entry).
 
 use std::fs::File;
 use std::ops::Range;
@@ -10,24 +15,26 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, InternalError, Result};
 
-use super::BLOCK;
+/// The bytes one hash of an entry's trailer covers: a hit reads and checks whole
+/// blocks. A page: a record of a few hundred bytes costs one page's read and hash.
+pub const BLOCK: usize = 4096;
 
 const MAGIC: &[u8; 8] = b"ZRCACHE2";
 /// The trailer's fixed part: magic, length, checksum of the block table.
-pub(super) const TRAILER_FIXED: usize = 24;
+pub const TRAILER_FIXED: usize = 24;
 
 /// Blocks of an entry of `len` bytes.
-pub(super) fn blocks(len: usize) -> usize {
+pub fn blocks(len: usize) -> usize {
     len.div_ceil(BLOCK)
 }
 
 /// The trailer's bytes for an entry of `len` bytes.
-pub(super) fn trailer_len(len: usize) -> usize {
+pub fn trailer_len(len: usize) -> usize {
     blocks(len) * 8 + TRAILER_FIXED
 }
 
 /// An error unless every range lies inside a chunk of `len` bytes (a planner bug).
-pub(super) fn check_ranges(len: usize, ranges: &[Range<usize>]) -> Result<()> {
+pub fn check_ranges(len: usize, ranges: &[Range<usize>]) -> Result<()> {
     if ranges.iter().any(|r| r.start > r.end || r.end > len) {
         return Err(Error::Internal(InternalError::Remote {
             what: "a range asked of the cache lies outside its chunk",
@@ -36,8 +43,13 @@ pub(super) fn check_ranges(len: usize, ranges: &[Range<usize>]) -> Result<()> {
     Ok(())
 }
 
+/// The block table of a chunk: the XXH3-64 of each [`BLOCK`]-byte block.
+pub fn block_table(data: &[u8]) -> Arc<[u64]> {
+    data.chunks(BLOCK).map(xxh3_64).collect()
+}
+
 /// The trailer of an entry of `len` bytes whose blocks hash to `table`.
-pub(super) fn trailer(table: &[u64], len: usize) -> Vec<u8> {
+pub fn trailer(table: &[u64], len: usize) -> Vec<u8> {
     let mut t = Vec::with_capacity(trailer_len(len));
     for h in table {
         t.extend_from_slice(&h.to_le_bytes());
@@ -51,26 +63,27 @@ pub(super) fn trailer(table: &[u64], len: usize) -> Vec<u8> {
 
 /// Reads `ranges` of the entry `f` (of `len` bytes), each block checked against
 /// `known` or else the entry's own trailer (checked first, and returned to be kept).
-/// `Err` for any entry that is not complete and intact where it was read.
+/// `None` for any entry that is not complete and intact where it was read (the
+/// caller deletes it and fetches the chunk again: why it failed changes nothing).
 #[allow(clippy::type_complexity)]
-pub(super) fn read_ranges(
+pub fn read_ranges(
     f: &File,
     len: usize,
     ranges: &[Range<usize>],
     known: Option<&[u64]>,
-) -> std::result::Result<(Vec<Bytes>, Option<Arc<[u64]>>), ()> {
+) -> Option<(Vec<Bytes>, Option<Arc<[u64]>>)> {
     let tlen = trailer_len(len);
     // A torn entry (or one of another length) is known by its size alone.
-    if f.metadata().map_err(drop)?.len() != (len + tlen) as u64 {
-        return Err(());
+    if f.metadata().ok()?.len() != (len + tlen) as u64 {
+        return None;
     }
     let mut read = None;
     let table = match known {
         Some(t) if t.len() == blocks(len) => t,
         _ => {
             let mut t = vec![0u8; tlen];
-            zring_platform::read_exact_at(f, &mut t, len as u64).map_err(drop)?;
-            &**read.insert(parse_trailer(&t, len).ok_or(())?)
+            zring_platform::read_exact_at(f, &mut t, len as u64).ok()?;
+            &**read.insert(parse_trailer(&t, len)?)
         }
     };
     let mut out = Vec::with_capacity(ranges.len());
@@ -82,20 +95,20 @@ pub(super) fn read_ranges(
         let (first, last) = (r.start / BLOCK, (r.end - 1) / BLOCK);
         let at = first * BLOCK;
         let mut buf = vec![0u8; ((last + 1) * BLOCK).min(len) - at];
-        zring_platform::read_exact_at(f, &mut buf, at as u64).map_err(drop)?;
+        zring_platform::read_exact_at(f, &mut buf, at as u64).ok()?;
         for (b, block) in buf.chunks(BLOCK).enumerate() {
             if xxh3_64(block) != table[first + b] {
-                return Err(());
+                return None;
             }
         }
         out.push(Bytes::from(buf).slice(r.start - at..r.end - at));
     }
-    Ok((out, read))
+    Some((out, read))
 }
 
 /// The block table of trailer `t` of an entry of `len` bytes, when `t` is one
 /// (its length, magic, entry length and checksum all right).
-pub(super) fn parse_trailer(t: &[u8], len: usize) -> Option<Arc<[u64]>> {
+pub fn parse_trailer(t: &[u8], len: usize) -> Option<Arc<[u64]>> {
     if t.len() != trailer_len(len) {
         return None;
     }
