@@ -3,7 +3,7 @@
 //! `workers = 0` mode; holds no lock while it works.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::batch::{Batch, Step, Tensor};
@@ -29,6 +29,11 @@ pub(crate) struct Factory<T> {
     cu_seqlens: VecPool<u64>,
     shapes: VecPool<u32>,
     transform: Arc<TransformFn<T>>,
+    /// Per stream, the most value bytes a ragged shard has needed so far: every
+    /// ragged buffer is asked for at that size, so the pool keeps one size class
+    /// instead of drifting between the neighbouring classes batches straddle
+    /// (`BufPool::get_with_capacity`).
+    ragged_largest: Vec<AtomicUsize>,
     /// Bad images left out and replaced so far, over every step made.
     pub(crate) images_skipped: AtomicU64,
     pub(crate) images_substituted: AtomicU64,
@@ -71,6 +76,7 @@ impl<T> Factory<T> {
             tensors: VecPool::new(steps),
             cu_seqlens: VecPool::new(steps * plan.ragged_per_step()),
             shapes: VecPool::new(steps * plan.ragged_per_step()),
+            ragged_largest: plan.streams.iter().map(|_| AtomicUsize::new(0)).collect(),
             plan,
             schedule,
             transform,
@@ -146,7 +152,7 @@ impl<T> Factory<T> {
                     Some(kept) => kept.as_slice(),
                     None => &indices[k * shard_len..(k + 1) * shard_len],
                 };
-                let tensor = self.gather(stream, k, shard, step)?;
+                let tensor = self.gather(s, stream, k, shard, step)?;
                 tensors.vec.push(tensor);
             }
         }
@@ -243,8 +249,16 @@ impl<T> Factory<T> {
         Ok(decoded)
     }
 
-    /// Gathers shard `k` (records `indices`) of `stream` through its view `k`.
-    fn gather(&self, stream: &StreamPlan, k: usize, indices: &[u64], step: u64) -> Result<Tensor> {
+    /// Gathers shard `k` (records `indices`) of `stream` (stream `s`) through its
+    /// view `k`.
+    fn gather(
+        &self,
+        s: usize,
+        stream: &StreamPlan,
+        k: usize,
+        indices: &[u64],
+        step: u64,
+    ) -> Result<Tensor> {
         let view = &stream.views[k];
         let pool = match (&self.pinned, view.is_pinned()) {
             (Some(p), true) => p,
@@ -313,7 +327,11 @@ impl<T> Factory<T> {
                     store
                         .ragged_layout_into(indices, &mut layout)
                         .map_err(gather_err)?;
-                    let mut values = pool.get(layout.values_bytes).map_err(buffer_err)?;
+                    let bytes = layout.values_bytes;
+                    let largest = self.ragged_largest[s]
+                        .fetch_max(bytes, Ordering::Relaxed)
+                        .max(bytes);
+                    let mut values = pool.get_with_capacity(bytes, largest).map_err(buffer_err)?;
                     store
                         .gather_ragged_until(indices, &layout, &mut values, &Never)
                         .map_err(gather_err)?;

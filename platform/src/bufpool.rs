@@ -146,7 +146,18 @@ impl BufPool {
     /// a little more). A recycled buffer holds whatever its previous user wrote; a
     /// fresh one is zeroed. Fails only if a fresh buffer cannot be allocated or pinned.
     pub fn get(&self, len: usize) -> io::Result<PooledBuf> {
-        self.take(len, false)
+        self.take(len, len, false)
+    }
+
+    /// Like [`get`](Self::get), but the buffer's capacity is at least `capacity`'s
+    /// size class: for requests whose size varies below a known largest one (ragged
+    /// batches, asked for with the largest size seen so far). They then all take
+    /// buffers of one size class and keep reusing them; asked for by their own size,
+    /// they straddle neighbouring classes, the pool's mix of classes drifts with the
+    /// sizes, and buffers keep being freed and allocated (a process's resident memory
+    /// drifting with them).
+    pub fn get_with_capacity(&self, len: usize, capacity: usize) -> io::Result<PooledBuf> {
+        self.take(len, len.max(capacity), false)
     }
 
     /// Like [`get`](Self::get), but the buffer has exactly `len` bytes of capacity
@@ -155,10 +166,12 @@ impl BufPool {
     /// exactly that capacity is reused, and `get` takes only class-sized buffers, so
     /// the two kinds of request never take each other's buffers.
     pub fn get_exact(&self, len: usize) -> io::Result<PooledBuf> {
-        self.take(len, true)
+        self.take(len, len, true)
     }
 
-    fn take(&self, len: usize, exact: bool) -> io::Result<PooledBuf> {
+    /// A buffer of `len` visible bytes and a capacity for `want` bytes (`want`
+    /// exactly, or its size class).
+    fn take(&self, len: usize, want: usize, exact: bool) -> io::Result<PooledBuf> {
         // Counted as live before looking for a free buffer, and (in `put`) until it
         // is back on a list: then a buffer returned while this one is allocated was
         // still counted, and `live_high_water` bounds the buffers ever allocated for
@@ -167,12 +180,12 @@ impl BufPool {
         self.inner
             .live_high_water
             .fetch_max(live, Ordering::Relaxed);
-        let buf = match self.inner.pop(len, exact) {
+        let buf = match self.inner.pop(want, exact) {
             Some(buf) => {
                 self.inner.reuses.fetch_add(1, Ordering::Relaxed);
                 buf
             }
-            None => match self.allocate(if exact { len } else { size_class(len) }) {
+            None => match self.allocate(if exact { want } else { size_class(want) }) {
                 Ok(buf) => buf,
                 Err(e) => {
                     self.inner.live.fetch_sub(1, Ordering::Relaxed);
@@ -663,6 +676,59 @@ mod tests {
                 assert!(e.to_string().contains("mlock"), "{e}");
             }
         }
+    }
+
+    /// Requests whose size varies across neighbouring classes, held a varying number
+    /// at a time (a loader whose consumer runs in bursts): asked for by their own
+    /// size, the pool keeps freeing and allocating as its mix of classes drifts;
+    /// asked for with the largest size so far, every buffer ends in that one class
+    /// and allocations stop once it is reached.
+    #[test]
+    fn requests_at_the_largest_size_so_far_stop_allocating() {
+        let run = |high_water: bool| {
+            // Room for all 8 that may be live at once (as a loader sizes its pool).
+            let p = pool(8);
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+            let mut next = move |m: u64| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 33) % m
+            };
+            let (mut live, mut largest, mut late) = (Vec::new(), 0, 0);
+            let mut target = 4;
+            for i in 0..20_000u64 {
+                if i % 25 == 0 {
+                    target = 1 + next(8) as usize;
+                }
+                while live.len() > target {
+                    live.remove(0);
+                }
+                // 13-23 KiB: the classes of 16, 20 and 24 KiB.
+                let len = 13 * 1024 + next(10 * 1024) as usize;
+                largest = largest.max(len);
+                let before = p.stats().allocations;
+                let b = match high_water {
+                    true => p.get_with_capacity(len, largest),
+                    false => p.get(len),
+                }
+                .expect("buffer");
+                assert_eq!(b.len(), len);
+                assert!(b.capacity() >= len.max(if high_water { largest } else { 0 }));
+                if i >= 1_000 {
+                    late += p.stats().allocations - before;
+                }
+                live.push(b);
+            }
+            late
+        };
+        assert_eq!(
+            run(true),
+            0,
+            "allocations after warm-up at the largest size"
+        );
+        // What the test guards against: by their own size they keep allocating.
+        assert!(run(false) > 100, "by their own size the classes drift");
     }
 
     #[test]
