@@ -14,6 +14,10 @@ pub struct Resources {
     pub fds: u64,
     /// Threads of the process.
     pub threads: u64,
+    /// Of the RSS, anonymous memory in transparent huge pages (AnonHugePages of
+    /// `/proc/self/smaps_rollup`, KiB), where the kernel reports it: a huge page
+    /// made of a partly used buffer makes all its 2 MiB resident.
+    pub anon_huge_kib: Option<u64>,
 }
 
 impl Resources {
@@ -39,15 +43,19 @@ impl Resources {
         // The listing's own descriptor is open while it is read, and listed: it is
         // not one of the process's.
         let fds = listing.count().saturating_sub(1) as u64;
+        let anon_huge_kib = std::fs::read_to_string("/proc/self/smaps_rollup")
+            .ok()
+            .and_then(|rollup| status_field(&rollup, "AnonHugePages:"));
         Ok(Self {
             rss_kib: field("VmRSS:")?,
             fds,
             threads: field("Threads:")?,
+            anon_huge_kib,
         })
     }
 }
 
-/// The first number on the line of `/proc/self/status` that starts with `key`.
+/// The first number on the line of a `/proc` "Key: value" file that starts with `key`.
 fn status_field(status: &str, key: &str) -> Option<u64> {
     status
         .lines()

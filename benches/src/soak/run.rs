@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use zring_engine::{ReadOptions, Store};
 use zring_loader::{Loader, LoaderOptions, Lookahead, Tensor};
+use zring_platform::BufPool;
 use zring_sampler::{Mode, Sampler};
 use zring_workloads::rng::Rng;
 
@@ -56,9 +57,15 @@ struct Shared {
     /// Loader records and batches since the last period closed.
     loader_records: AtomicU64,
     loader_batches: AtomicU64,
+    /// The largest batch (record bytes) since the last period closed: a batch
+    /// larger than any before needs a buffer of a larger size class.
+    loader_max_batch: AtomicU64,
     /// Each getter's latencies (ns) since the last period closed; one lock per
     /// thread, so the getters never contend with each other.
     latency: Vec<Mutex<Histogram<u64>>>,
+    /// The loader's batch buffer pool, whose counters are sampled with the
+    /// resources: a pool that keeps more idle buffers shows as RSS growth.
+    loader_pool: Mutex<Option<BufPool>>,
 }
 
 impl Shared {
@@ -119,7 +126,9 @@ pub fn soak(cfg: &Config) -> Result<bool, SoakError> {
         errors: AtomicU64::new(0),
         loader_records: AtomicU64::new(0),
         loader_batches: AtomicU64::new(0),
+        loader_max_batch: AtomicU64::new(0),
         latency: (0..cfg.getters).map(|_| Mutex::new(histogram())).collect(),
+        loader_pool: Mutex::new(None),
     };
     let mut periods = Vec::new();
     let mut samples = Vec::new();
@@ -183,6 +192,34 @@ pub fn soak(cfg: &Config) -> Result<bool, SoakError> {
         totals.wrong_records,
         totals.errors
     );
+    let mut steady = samples.iter().filter(|s| s.t_s >= warmup_s);
+    if let (Some(first), Some(last)) = (steady.clone().next(), steady.next_back()) {
+        let huge = |s: &Sample| s.res.anon_huge_kib.map_or("?".into(), |k| k.to_string());
+        let _ = writeln!(
+            text,
+            "rss after warm-up: {} KiB at {} s ({} KiB in huge pages), {} KiB at {} s ({} KiB)",
+            first.res.rss_kib,
+            first.t_s,
+            huge(first),
+            last.res.rss_kib,
+            last.t_s,
+            huge(last)
+        );
+    }
+    if let Some(b) = samples.last().and_then(|s| s.loader_buffers) {
+        let _ = writeln!(
+            text,
+            "loader batch buffers at the last sample: {} allocated, {} reused, {} released, \
+             {} live (high water {}), {} free ({})",
+            b.allocations,
+            b.reuses,
+            b.released,
+            b.live,
+            b.live_high_water,
+            b.free,
+            mib(b.free_bytes as u64)
+        );
+    }
     if let Some(cg) = cgroup {
         let _ = writeln!(
             text,
@@ -309,7 +346,14 @@ fn loader(cfg: &Config, store: &Store, shared: &Shared) -> Result<String, SoakEr
         s.seek(from);
         Loader::new([("records", vec![store.clone()])], s, options.clone())
     };
+    let share_pool = |l: &Loader| {
+        *shared
+            .loader_pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(l.buffer_pool().clone());
+    };
     let mut loader = build(0)?;
+    share_pool(&loader);
     let o = loader.options();
     let line = format!(
         "loader: batches of {} (cyclic shuffle), {} workers, prefetch {}, budget {}",
@@ -327,6 +371,9 @@ fn loader(cfg: &Config, store: &Store, shared: &Shared) -> Result<String, SoakEr
                 let want = sampler.batch(step.step);
                 match step.get("records", 0) {
                     Some(t @ Tensor::Ragged { .. }) if t.records() == want.len() => {
+                        shared
+                            .loader_max_batch
+                            .fetch_max(t.bytes().len() as u64, Ordering::Relaxed);
                         for (k, &i) in want.iter().enumerate() {
                             let got = t.record(k).unwrap_or(&[]);
                             if let Err(m) = cfg.params.check(i, got) {
@@ -357,6 +404,7 @@ fn loader(cfg: &Config, store: &Store, shared: &Shared) -> Result<String, SoakEr
                 loader.close();
                 next += 1;
                 loader = build(next)?;
+                share_pool(&loader);
             }
             None => return Err(SoakError::Wrong("the endless loader ended".into())),
         }
@@ -406,6 +454,7 @@ fn sample_loop(
             let secs = now.duration_since(period_start).as_secs_f64();
             let end_s = now.duration_since(start).as_secs_f64();
             let mut p = Period::new(periods.len() + 1, end_s, secs, &merged, loader);
+            p.loader_max_batch_bytes = shared.loader_max_batch.swap(0, Ordering::Relaxed);
             let cpu_now = CpuSnapshot::now();
             p.other_cores = cpu.zip(cpu_now).and_then(|(a, b)| a.other_cores(&b));
             cpu = cpu_now;
@@ -418,6 +467,12 @@ fn sample_loop(
                 t_s: now.duration_since(start).as_secs_f64().round() as u64,
                 res: Resources::now()?,
                 cgroup_bytes: cgroup.and_then(Cgroup::usage),
+                loader_buffers: shared
+                    .loader_pool
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                    .map(BufPool::stats),
             });
             next_sample += cfg.sample;
         }

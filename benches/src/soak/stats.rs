@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use hdrhistogram::Histogram;
+use zring_platform::BufPoolStats;
 
 use super::procfs::Resources;
 use super::SoakError;
@@ -27,6 +28,8 @@ pub struct Period {
     pub max_us: f64,
     pub loader_records: u64,
     pub loader_batches: u64,
+    /// The largest loader batch of the period, bytes of records.
+    pub loader_max_batch_bytes: u64,
     /// Cores other processes kept busy during the period, where known.
     pub other_cores: Option<f64>,
 }
@@ -53,6 +56,7 @@ impl Period {
             max_us: us(latency_ns.max()),
             loader_records: loader.0,
             loader_batches: loader.1,
+            loader_max_batch_bytes: 0,
             other_cores: None,
         }
     }
@@ -93,6 +97,8 @@ pub struct Sample {
     pub res: Resources,
     /// Memory charged to the soak's cgroup (process and page cache), where known.
     pub cgroup_bytes: Option<u64>,
+    /// The loader's batch buffer pool, once the loader runs.
+    pub loader_buffers: Option<BufPoolStats>,
 }
 
 /// Totals over the whole run.
@@ -188,13 +194,13 @@ pub fn checks(periods: &[Period], samples: &[Sample], warmup_s: u64, t: &Totals)
 pub fn write_csv(dir: &Path, periods: &[Period], samples: &[Sample]) -> Result<(), SoakError> {
     let mut p = String::from(
         "period,end_s,secs,gets,gets_per_s,p50_us,p99_us,p999_us,max_us,\
-         loader_records,loader_records_per_s,loader_batches,other_cores\n",
+         loader_records,loader_records_per_s,loader_batches,loader_max_batch_bytes,other_cores\n",
     );
     for m in periods {
         // Writing to a String cannot fail.
         let _ = writeln!(
             p,
-            "{},{:.1},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{},{:.1},{},{}",
+            "{},{:.1},{:.3},{},{:.1},{:.1},{:.1},{:.1},{:.1},{},{:.1},{},{},{}",
             m.index,
             m.end_s,
             m.secs,
@@ -207,15 +213,23 @@ pub fn write_csv(dir: &Path, periods: &[Period], samples: &[Sample]) -> Result<(
             m.loader_records,
             m.loader_records_per_s(),
             m.loader_batches,
+            m.loader_max_batch_bytes,
             m.other_cores.map_or(String::new(), |c| format!("{c:.2}"))
         );
     }
-    let mut r = String::from("t_s,rss_kib,fds,threads,cgroup_bytes\n");
+    let mut r = String::from(
+        "t_s,rss_kib,anon_huge_kib,fds,threads,cgroup_bytes,\
+         buffers_allocated,buffers_live,buffers_free,buffers_free_bytes\n",
+    );
     for s in samples {
         let cg = s.cgroup_bytes.map_or(String::new(), |b| b.to_string());
+        let buffers = s.loader_buffers.map_or(",,,".into(), |b| {
+            format!("{},{},{},{}", b.allocations, b.live, b.free, b.free_bytes)
+        });
+        let huge = s.res.anon_huge_kib.map_or(String::new(), |k| k.to_string());
         let _ = writeln!(
             r,
-            "{},{},{},{},{cg}",
+            "{},{},{huge},{},{},{cg},{buffers}",
             s.t_s, s.res.rss_kib, s.res.fds, s.res.threads
         );
     }
@@ -242,8 +256,10 @@ mod tests {
                 rss_kib,
                 fds,
                 threads,
+                anon_huge_kib: None,
             },
             cgroup_bytes: None,
+            loader_buffers: None,
         }
     }
 
