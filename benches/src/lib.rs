@@ -10,6 +10,8 @@
 //! - [`baselines`]: memcpy, pread-loop, zstd decode/compress and write+fsync limits.
 //! - [`load`]: how many cores other processes used while a bench ran.
 //! - [`npy`]: `.npy` output for the NumPy baseline (`benches/npy_baseline.py`).
+//! - [`soak`]: the half-hour soak of the loader and concurrent gets
+//!   (`src/bin/soak.rs`).
 //!
 //! How to run everything and read the ratios: `benches/run.sh` and
 //! docs/benchmarks.md.
@@ -20,6 +22,7 @@ pub mod indices;
 pub mod load;
 pub use zring_testkit::npy;
 pub mod rng;
+pub mod soak;
 pub mod stores;
 
 pub use data::{Dense, Ragged};
