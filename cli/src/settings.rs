@@ -12,8 +12,9 @@ use super::{CliError, CliResult};
 #[derive(Clone, Debug, Args)]
 pub struct ReadArgs {
     /// A read setting, KEY=VALUE (repeatable): backend=pread, verify_checksums=false,
-    /// threads=4, queue_depth=32, direct=true, remote.in_flight=64,
-    /// remote.cache_dir=DIR, remote.cache_bytes=500G, ... (see docs/engine.md)
+    /// threads=4, queue_depth=32, direct=true, follow_links_out=true,
+    /// remote.in_flight=64, remote.cache_dir=DIR, remote.cache_bytes=500G, ... (see
+    /// docs/engine.md)
     #[arg(long = "read", value_name = "KEY=VALUE", value_parser = super::parse_key_value)]
     pub read: Vec<(String, String)>,
 }

@@ -122,3 +122,29 @@ fn convert_points_to_the_python_command_with_the_arguments_given() {
         "{err}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn verify_refuses_a_store_linked_in_from_outside_unless_the_read_setting_allows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    build(&ds);
+    let store = std::fs::read_dir(ds.join("data"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "zr"))
+        .unwrap();
+    let outside = dir.path().join("elsewhere.zr");
+    std::fs::rename(&store, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &store).unwrap();
+    let ds = ds.to_str().unwrap();
+    let refused = zring(&["verify", ds]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    // The message names the store in the dataset and the setting that opens it.
+    assert!(err.contains(store.to_str().unwrap()), "{err}");
+    assert!(err.contains("follow_links_out"), "{err}");
+    let opened = zring(&["verify", ds, "--read", "follow_links_out=true"]);
+    assert!(opened.status.success(), "{opened:?}");
+}

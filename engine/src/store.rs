@@ -57,27 +57,28 @@ impl Store {
         Self::open_file(path.as_ref(), path.as_ref().to_path_buf(), &opts)
     }
 
-    /// Opens the store in the local file `path`, named `name` in the messages of
-    /// its reads (a whole-object cache entry is named by its URL).
+    /// Opens the store in the local file `path`, named `name` in its errors and
+    /// those of its reads: a dataset's store is named by its path in the dataset
+    /// while the file opened is that path resolved (`dataset/location.rs`), and a
+    /// whole-object cache entry is named by its URL.
     pub(crate) fn open_file(path: &Path, name: PathBuf, opts: &ReadSetup) -> Result<Self> {
-        let path = path.to_path_buf();
         // Not File::open: a FIFO would block it forever.
-        let file = open_regular(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
+        let file = open_regular(path).map_err(|e| Error::io(&name, "opening the store", e))?;
         let meta = file
             .metadata()
-            .map_err(|e| Error::io(&path, "reading the store's size", e))?;
+            .map_err(|e| Error::io(&name, "reading the store's size", e))?;
         let len = meta.len();
         if len < 2 * BLOCK as u64 {
             return Err(Error::corrupt(
-                &path,
+                &name,
                 StoreProblem::TooSmall { len, object: false },
             ));
         }
-        let (superblock, footer) = read_blocks(&path, &file, len)?;
+        let (superblock, footer) = read_blocks(&name, &file, len)?;
         crate::read::check_footer(&footer, &superblock, len)
-            .map_err(|p| Error::corrupt(&path, p))?;
-        let mut opened = Opened::load(&path, file, opts, &footer)?;
-        let stored = check_schema(&path, &opened.schema_json, &footer)?;
+            .map_err(|p| Error::corrupt(&name, p))?;
+        let mut opened = Opened::load(path, &name, file, opts, &footer)?;
+        let stored = check_schema(&name, &opened.schema_json, &footer)?;
         opened.check_table()?;
         let reader = Reader::new(name, opened, footer, superblock, stored, opts);
         Ok(Self {

@@ -2,8 +2,9 @@
 //! HTTP client and retry settings, the range server of `remote_support`): transient
 //! 500 and 503 `SlowDown` answers are retried and the right bytes come back;
 //! persistent 500, 503 and 403 answers are errors naming the URL, in bounded time; a
-//! body cut short is retried or an error, never wrong bytes; an object replaced
-//! between two gathers is detected.
+//! body cut short and a connection reset (a TCP RST, mid-body or before a byte) are
+//! retried, or errors naming the URL once they persist, never wrong bytes; an object
+//! replaced between two gathers is detected.
 
 #![cfg(feature = "remote")]
 
@@ -115,6 +116,128 @@ fn a_short_body_is_retried_or_an_error_never_wrong_bytes() {
     assert!(started.elapsed() < Duration::from_secs(20));
     server.short_next.store(0, Ordering::SeqCst);
     assert_eq!(s.gather_vec(&idx).expect("gather"), want);
+}
+
+/// The store of [`served`], opened again with `config` as extra client settings and
+/// no cache (every read is a request, whatever the environment says).
+fn reopened(url: &str, config: &[(&str, &str)]) -> Store {
+    let mut remote = quick_retries()
+        .max_retries(3)
+        .retry_timeout(Duration::from_secs(10))
+        .no_cache(true);
+    remote
+        .config
+        .extend(config.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Store::open(url, ReadOptions::default().remote(remote)).expect("open over http")
+}
+
+/// Which reset a test injects: the server's countdown for it, and what it counts
+/// (requests read for a reset mid-body, connections for a reset on accept).
+#[derive(Clone, Copy, Debug)]
+enum Reset {
+    MidBody,
+    OnAccept,
+}
+
+impl Reset {
+    fn countdown(self, server: &Server) -> &std::sync::atomic::AtomicUsize {
+        match self {
+            Reset::MidBody => &server.reset_mid_body,
+            Reset::OnAccept => &server.reset_on_accept,
+        }
+    }
+
+    fn attempts(self, server: &Server) -> usize {
+        match self {
+            Reset::MidBody => requests(server),
+            Reset::OnAccept => server.accepted.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The store to read: a reset on accept meets only new connections, so this
+    /// one keeps no idle connection and opens one per request.
+    fn store(self, url: &str) -> Store {
+        match self {
+            Reset::MidBody => reopened(url, &[]),
+            Reset::OnAccept => reopened(url, &[("pool_max_idle_per_host", "0")]),
+        }
+    }
+}
+
+#[test]
+fn transient_connection_resets_are_retried_and_return_the_right_bytes() {
+    let (d, _root, url, server, _) = served();
+    let idx = batch(300, 40, 11);
+    let want = d.local.gather_vec(&idx).expect("local");
+    for reset in [Reset::MidBody, Reset::OnAccept] {
+        let s = reset.store(&url);
+        // What the gather costs without faults: each reset adds one attempt.
+        let before = reset.attempts(&server);
+        assert_eq!(s.gather_vec(&idx).expect("gather"), want);
+        let clean = reset.attempts(&server) - before;
+        assert!(clean >= 1, "{reset:?}: {clean} attempts");
+        for n in [1, 2] {
+            reset.countdown(&server).store(n, Ordering::SeqCst);
+            let before = reset.attempts(&server);
+            assert_eq!(
+                s.gather_vec(&idx).expect("gather after resets"),
+                want,
+                "{reset:?} x{n}"
+            );
+            assert_eq!(reset.countdown(&server).load(Ordering::SeqCst), 0);
+            let made = reset.attempts(&server) - before;
+            assert_eq!(made, clean + n, "{reset:?} x{n}: {made} attempts");
+        }
+    }
+}
+
+/// Whether a cause of `err` is the operating system's "connection reset": the fault
+/// arrived as a TCP RST, not as an orderly close.
+fn caused_by_a_reset(err: &Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionReset {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
+}
+
+#[test]
+fn persistent_connection_resets_are_errors_naming_the_url_in_bounded_time() {
+    let (d, _root, url, server, _) = served();
+    let want = d.local.gather_vec(&[1, 2]).expect("local");
+    for reset in [Reset::MidBody, Reset::OnAccept] {
+        let s = reset.store(&url);
+        reset.countdown(&server).store(1000, Ordering::SeqCst);
+        let started = Instant::now();
+        let before = reset.attempts(&server);
+        match s.gather_vec(&[1, 2]) {
+            Err(err @ Error::Remote { .. }) => {
+                assert_eq!(err.path(), Some(std::path::Path::new(&url)), "{err}");
+                assert!(caused_by_a_reset(&err), "{reset:?}: {err:?}");
+            }
+            Err(other) => panic!("{reset:?}: expected a remote error, got {other:?}"),
+            Ok(got) => panic!(
+                "{reset:?}: expected a remote error, got {} bytes",
+                got.len()
+            ),
+        }
+        // One GET, retried up to max_retries, then given up.
+        let made = reset.attempts(&server) - before;
+        assert_eq!(made, 4, "{reset:?}: {made} attempts");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{reset:?}: took {:?}",
+            started.elapsed()
+        );
+        // Once the server recovers, the same store reads again.
+        reset.countdown(&server).store(0, Ordering::SeqCst);
+        assert_eq!(s.gather_vec(&[1, 2]).expect("gather"), want, "{reset:?}");
+    }
 }
 
 #[test]

@@ -223,23 +223,124 @@ fn field_names_that_would_be_paths_are_refused() {
 // ---------------------------------------------------------------------------------
 // Symlinks.
 
+/// `err` is the refusal of the store at `inside`, which leads to `target`, out of the
+/// dataset `ds`.
+#[track_caller]
+fn assert_link_out(err: &Error, inside: &Path, target: &Path, ds: &Path) {
+    match err {
+        Error::LinkOutOfDataset {
+            path,
+            target: to,
+            dataset,
+        } => {
+            assert_eq!(path, inside, "{err}");
+            assert_eq!(to, &fs::canonicalize(target).expect("target"), "{err}");
+            assert_eq!(dataset, &fs::canonicalize(ds).expect("dataset"), "{err}");
+        }
+        other => panic!("expected LinkOutOfDataset, got {other:?}"),
+    }
+    assert_eq!(err.path(), Some(inside), "{err}");
+}
+
 #[test]
-#[ignore = "security gap: a symlink under data/ pointing out of the dataset is followed \
-            (LocalDir::open_store -> Store::open opens whatever the link names)"]
 fn a_symlink_in_data_leading_out_of_the_dataset_is_refused() {
     let root = tempfile::tempdir().expect("tempdir");
     let ds = label_dataset(root.path());
     let m = manifest_of(&ds);
-    let inside = ds.join(&m.shards[0].files[0]);
+    let rel = &m.shards[0].files[0];
+    let inside = ds.join(rel);
     let outside = root.path().join("elsewhere.zr");
     fs::rename(&inside, &outside).expect("move the store out");
-    std::os::unix::fs::symlink(&outside, &inside).expect("symlink");
-    let r = Dataset::open(&ds, ReadOptions::default());
-    assert!(
-        r.is_err(),
-        "opened {} through a symlink leading out of the dataset",
-        outside.display()
+    // An absolute link and a relative one: both resolve outside.
+    let relative = Path::new("../..").join("elsewhere.zr");
+    for to in [outside.as_path(), relative.as_path()] {
+        let _ = fs::remove_file(&inside);
+        std::os::unix::fs::symlink(to, &inside).expect("symlink");
+        for (how, r) in [
+            ("open", Dataset::open(&ds, ReadOptions::default()).map(drop)),
+            (
+                "open_version",
+                Dataset::open_version(&ds, m.version, ReadOptions::default()).map(drop),
+            ),
+        ] {
+            let err = expect_err(r, how);
+            assert_link_out(&err, &inside, &outside, &ds);
+        }
+    }
+    // The store back in place, but `data/` itself a link to a directory outside.
+    fs::remove_file(&inside).expect("remove the link");
+    let moved = root.path().join("other-disk");
+    fs::rename(ds.join("data"), &moved).expect("move data/");
+    std::os::unix::fs::symlink(&moved, ds.join("data")).expect("symlink data/");
+    fs::rename(&outside, ds.join(rel)).expect("store back");
+    let err = expect_err(Dataset::open(&ds, ReadOptions::default()), "linked data/");
+    assert_link_out(
+        &err,
+        &inside,
+        &moved.join(Path::new(rel).strip_prefix("data").expect("data/")),
+        &ds,
     );
+}
+
+#[test]
+fn a_symlink_in_data_staying_inside_the_dataset_still_opens() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let ds = label_dataset(root.path());
+    let m = manifest_of(&ds);
+    let rel = &m.shards[1].files[0];
+    let inside = ds.join(rel);
+    fs::create_dir(ds.join("kept")).expect("mkdir");
+    fs::rename(&inside, ds.join("kept/s.zr")).expect("move inside");
+    std::os::unix::fs::symlink("../kept/s.zr", &inside).expect("symlink");
+    // Opened through a link to the dataset directory too: the root is resolved.
+    let via = root.path().join("via");
+    std::os::unix::fs::symlink(&ds, &via).expect("symlink the dataset");
+    for dir in [&ds, &via] {
+        let opened = Dataset::open(dir, ReadOptions::default()).expect("open");
+        assert_eq!(common::labels_at(&opened, &[9, 0, 5]), vec![9, 0, 5]);
+        opened.verify().expect("verify");
+        // The store keeps its name in the dataset.
+        assert_eq!(opened.store_paths()[1], dir.join(rel));
+    }
+    // A link inside to something that is not a store: an error naming the store.
+    fs::remove_file(&inside).expect("remove");
+    std::os::unix::fs::symlink("../manifest.json", &inside).expect("symlink");
+    let err = expect_err(Dataset::open(&ds, ReadOptions::default()), "a manifest");
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+    assert_eq!(err.path(), Some(inside.as_path()), "{err}");
+}
+
+#[test]
+fn follow_links_out_opens_stores_linked_in_from_elsewhere() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let ds = label_dataset(root.path());
+    let m = manifest_of(&ds);
+    let shared = root.path().join("shared");
+    fs::create_dir(&shared).expect("mkdir");
+    for (s, shard) in m.shards.iter().enumerate() {
+        let inside = ds.join(&shard.files[0]);
+        let out = shared.join(format!("{s}.zr"));
+        fs::rename(&inside, &out).expect("move out");
+        std::os::unix::fs::symlink(&out, &inside).expect("symlink");
+    }
+    let refused = expect_err(Dataset::open(&ds, ReadOptions::default()), "default");
+    assert!(
+        matches!(refused, Error::LinkOutOfDataset { .. }),
+        "{refused:?}"
+    );
+    // By the field and by its name as text (what Python and the CLI give).
+    let mut by_name = ReadOptions::default();
+    by_name.set("follow_links_out", "true").expect("set");
+    for opts in [ReadOptions::default().follow_links_out(true), by_name] {
+        let opened = Dataset::open(&ds, opts.clone()).expect("open with the option");
+        assert_eq!(
+            common::labels_at(&opened, &(0..10).rev().collect::<Vec<_>>()),
+            (0..10).rev().collect::<Vec<i64>>()
+        );
+        opened.verify().expect("verify");
+        let again = Dataset::open_version(&ds, m.version, opts).expect("open_version");
+        assert_eq!(common::labels_at(&again, &[7]), vec![7]);
+    }
 }
 
 #[test]

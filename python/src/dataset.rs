@@ -269,7 +269,7 @@ fn gather_into(
 #[pymethods]
 impl PyDataset {
     #[new]
-    #[pyo3(signature = (path, *, version = None, _parts = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, remote=None, _settings=None, _parts=None)")]
+    #[pyo3(signature = (path, *, version = None, _parts = None, **settings), text_signature = "(path, *, version=None, backend='auto', verify_checksums=True, threads=0, queue_depth=64, direct=False, follow_links_out=False, remote=None, _settings=None, _parts=None)")]
     fn new(
         py: Python<'_>,
         path: PathBuf,

@@ -97,6 +97,8 @@ pub fn engine_with(py: Python<'_>, e: &Error, msg: String) -> PyErr {
             with_errno(py, class, None, msg)
         }
         Error::ObjectChanged { .. } => CHANGED.err(py, msg),
+        // Refused by policy, as the operating system refuses a file: a PermissionError.
+        Error::LinkOutOfDataset { .. } => with_errno(py, &PERMISSION, None, msg),
         // The engine's error enum is non-exhaustive: new variants stay ZringErrors.
         _ => OS.err(py, msg),
     }

@@ -1,10 +1,13 @@
 """docs/security.md's promises for converter inputs: hostile tar member names,
 image-folder class names and Hugging Face split names never make a converter write
-outside its destination. Gaps are ``xfail(strict=True)``: they fail loudly once fixed."""
+outside its destination; and for dataset directories: a store linked in from outside
+is opened only when asked for. Gaps are ``xfail(strict=True)``: they fail loudly once
+fixed."""
 
 import io
 import json
 import os
+import pickle
 import tarfile
 from pathlib import Path
 
@@ -177,3 +180,24 @@ def test_npy_and_tables_write_only_the_destination(work):
     ds = zd.from_npy(str(src), str(dst))
     assert len(ds) == 4
     assert _outside(before, _snapshot(work), dst) == []
+
+
+def test_a_store_linked_in_from_outside_is_refused_unless_asked_for(tmp_path):
+    ds_dir = tmp_path / "ds"
+    zring.write_dataset(ds_dir, {"x": np.arange(20, dtype=np.int64)}, shard_records=10)
+    inside = Path(zring.open_dataset(ds_dir).store_paths()[1])
+    outside = tmp_path / "elsewhere.zr"
+    inside.rename(outside)
+    inside.symlink_to(outside)
+    for opener in (zring.Dataset, zring.open_dataset):
+        with pytest.raises(zring.StorePermissionError) as e:
+            opener(ds_dir)
+        assert isinstance(e.value, PermissionError)
+    # Asked for: the linked store's records, also through a pickle (which carries the
+    # setting) and with the setting given as text, as the CLI gives it.
+    ds = zring.open_dataset(ds_dir, follow_links_out=True)
+    assert ds.gather([19, 3, 10])["x"].tolist() == [19, 3, 10]
+    again = pickle.loads(pickle.dumps(ds))
+    assert again.gather([15])["x"].tolist() == [15]
+    assert zring.Dataset(ds_dir, follow_links_out="true")[12]["x"] == 12
+    ds.verify()

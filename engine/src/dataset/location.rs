@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::{Error, ManifestProblem, Result};
 use crate::read::ReadSetup;
@@ -32,9 +33,21 @@ pub trait Location: Send + Sync + fmt::Debug {
 }
 
 /// A dataset in a local directory.
+///
+/// Its stores are opened where the manifest names them, inside the directory, but
+/// a name can be a symbolic link (or under a linked `data/`) that leads anywhere.
+/// Unless the read setting `follow_links_out` says the links are wanted, each
+/// store's path is resolved (every link followed) and must stay under the
+/// directory, resolved too (the directory itself may be a link), else the open is
+/// [`Error::LinkOutOfDataset`]. The resolved path is the one opened, so what was
+/// checked is what is read; the store keeps its name in the dataset for messages.
+/// This is checked once per open: a directory changed meanwhile by someone who can
+/// write it is out of scope (docs/security.md).
 #[derive(Clone, Debug)]
 pub struct LocalDir {
     dir: PathBuf,
+    /// `dir` resolved, once, by the first store open that needs it.
+    root: OnceLock<PathBuf>,
 }
 
 impl LocalDir {
@@ -46,7 +59,20 @@ impl LocalDir {
             true => PathBuf::from("."),
             false => dir,
         };
-        Self { dir }
+        Self {
+            dir,
+            root: OnceLock::new(),
+        }
+    }
+
+    /// The dataset directory with every symbolic link on its path followed.
+    fn root(&self) -> Result<&Path> {
+        if let Some(root) = self.root.get() {
+            return Ok(root);
+        }
+        let root = std::fs::canonicalize(&self.dir)
+            .map_err(|e| Error::io(&self.dir, "resolving the dataset directory", e))?;
+        Ok(self.root.get_or_init(|| root))
     }
 }
 
@@ -84,7 +110,22 @@ impl Location for LocalDir {
     }
 
     fn open_store(&self, rel: &str, opts: &ReadSetup) -> Result<Store> {
-        Store::open(self.dir.join(rel), opts.clone())
+        let path = self.dir.join(rel);
+        if opts.follow_links_out {
+            return Store::open(path, opts.clone());
+        }
+        // A link to nothing fails here as the open would: not found, naming the store.
+        let target =
+            std::fs::canonicalize(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
+        let root = self.root()?;
+        if !target.starts_with(root) {
+            return Err(Error::LinkOutOfDataset {
+                path,
+                target,
+                dataset: root.to_path_buf(),
+            });
+        }
+        Store::open_file(&target, path, opts)
     }
 }
 

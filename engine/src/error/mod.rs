@@ -164,6 +164,16 @@ pub enum Error {
         index: u64,
         bytes: u64,
     },
+    /// A store of a local dataset, at `path` (the dataset directory joined with the
+    /// manifest's name for it), is `target` once its symbolic links are followed:
+    /// outside `dataset`, the dataset directory (its links followed too). Refused
+    /// unless the read setting `follow_links_out` is on
+    /// ([`ReadOptions::follow_links_out`](crate::ReadOptions)).
+    LinkOutOfDataset {
+        path: PathBuf,
+        target: PathBuf,
+        dataset: PathBuf,
+    },
 }
 
 impl Error {
@@ -228,7 +238,8 @@ impl Error {
             | Error::Remote { url: path, .. }
             | Error::ObjectChanged { url: path, .. }
             | Error::RecordIo { path, .. }
-            | Error::RecordOutOfMemory { path, .. } => Some(path),
+            | Error::RecordOutOfMemory { path, .. }
+            | Error::LinkOutOfDataset { path, .. } => Some(path),
             Error::OutOfMemory { path, .. } => path.as_deref(),
             _ => None,
         }
@@ -370,6 +381,19 @@ impl fmt::Display for Error {
                 "{}: out of memory for record {index}: its table entry claims {bytes} bytes",
                 path.display()
             ),
+            Error::LinkOutOfDataset {
+                path,
+                target,
+                dataset,
+            } => write!(
+                f,
+                "{}: a symbolic link leads this store out of the dataset {}, to {}; \
+                 open the dataset with the read setting follow_links_out=true if its \
+                 stores are linked in on purpose",
+                path.display(),
+                dataset.display(),
+                target.display()
+            ),
         }
     }
 }
@@ -414,6 +438,7 @@ impl From<Error> for io::Error {
             Error::Interrupted => io::ErrorKind::Interrupted,
             Error::FileChanged { .. } | Error::ObjectChanged { .. } => io::ErrorKind::UnexpectedEof,
             Error::Remote { kind, .. } => *kind,
+            Error::LinkOutOfDataset { .. } => io::ErrorKind::PermissionDenied,
             Error::InvalidArgument(_) | Error::IndexOutOfRange { .. } | Error::Schema(_) => {
                 io::ErrorKind::InvalidInput
             }

@@ -138,7 +138,7 @@ pub(crate) struct Opened {
 }
 
 impl Opened {
-    /// Opens the source of the store at `path` (footer read and checked against the
+    /// Opens the source of the store `path` (footer read and checked against the
     /// file by the caller) and loads and checksums its metadata sections: dictionary
     /// and schema into memory; table and shapes mapped (`mmap`), copied, or, when
     /// larger than [`meta::IN_MEMORY_MAX`], checksummed in chunks and read on demand.
@@ -154,13 +154,22 @@ impl Opened {
     /// decode: the order of records is a property of neighbouring entries that no
     /// single lookup sees (an empty record's predecessor may be any number of
     /// entries back).
-    pub(crate) fn load(path: &Path, file: File, opts: &ReadOptions, f: &Footer) -> Result<Self> {
+    ///
+    /// `at` is the file's path (an O_DIRECT source opens it again), `path` the name
+    /// errors give it ([`Store::open_file`](crate::Store)).
+    pub(crate) fn load(
+        at: &Path,
+        path: &Path,
+        file: File,
+        opts: &ReadOptions,
+        f: &Footer,
+    ) -> Result<Self> {
         // A second descriptor reads metadata: the source may be O_DIRECT, and a
         // table read on demand needs a handle of its own.
         let meta_file = file
             .try_clone()
             .map_err(|e| Error::io(path, "duplicating the store's descriptor", e))?;
-        let (source, backend) = Source::open(path, file, opts, f)?;
+        let (source, backend) = Source::open(at, path, file, opts, f)?;
         let read = |s: Section, section: SectionKind| -> Result<Vec<u8>> {
             let mut buf = section_buf(path, s, section)?;
             zring_platform::read_exact_at(&meta_file, &mut buf, s.offset)

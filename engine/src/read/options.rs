@@ -29,7 +29,7 @@ pub const MAX_IN_FLIGHT: usize = 1024;
 
 /// The names [`ReadOptions::set`] takes, for the message of an unknown one.
 const SETTINGS: &str = "backend, verify_checksums, threads, queue_depth, direct, \
-     remote.max_gap, remote.max_request, remote.in_flight, remote.max_retries, \
+     follow_links_out, remote.max_gap, remote.max_request, remote.in_flight, remote.max_retries, \
      remote.retry_timeout, remote.backoff_initial, remote.backoff_max, remote.timeout, \
      remote.connect_timeout, remote.cache_dir, remote.cache_bytes, \
      remote.cache_chunk_bytes, remote.cache_whole, remote.no_cache, remote.config.KEY";
@@ -75,6 +75,15 @@ pub struct ReadOptions {
     /// Read with O_DIRECT, bypassing the page cache (cold-data serving, device
     /// benchmarks). Needs a file system that supports it; not with `mmap`.
     pub direct: bool,
+    /// Open the stores of a local dataset that symbolic links lead out of its
+    /// directory (off by default). Off, a store whose path, with every link on it
+    /// followed, is not inside the dataset directory (also resolved) is refused with
+    /// [`Error::LinkOutOfDataset`], which names the store's path in the dataset and
+    /// where the link leads; links that stay inside the dataset are followed either
+    /// way. Turn it on for a dataset whose stores are linked in on purpose (shared
+    /// with another dataset, moved to another disk) and whose directory is trusted.
+    /// It changes nothing for a store opened directly or a dataset at a URL.
+    pub follow_links_out: bool,
     /// How stores at URLs are read (coalescing, concurrency, retries, timeouts, the
     /// local cache); see docs/remote.md. Ignored for local paths.
     pub remote: RemoteOptions,
@@ -88,6 +97,7 @@ impl Default for ReadOptions {
             threads: 0,
             queue_depth: 64,
             direct: false,
+            follow_links_out: false,
             remote: RemoteOptions::default(),
         }
     }
@@ -189,6 +199,14 @@ impl ReadOptions {
         self
     }
 
+    /// These options opening a local dataset's stores that symbolic links lead out
+    /// of its directory (`true`), or refusing them (the default; see the field of
+    /// the same name).
+    pub fn follow_links_out(mut self, on: bool) -> Self {
+        self.follow_links_out = on;
+        self
+    }
+
     /// These options with `remote` as the settings of stores at URLs.
     pub fn remote(mut self, remote: RemoteOptions) -> Self {
         self.remote = remote;
@@ -197,11 +215,11 @@ impl ReadOptions {
 
     /// Sets the setting named `key` from its text, as Python's keyword arguments and
     /// the CLI's `--read KEY=VALUE` give it: `backend`, `verify_checksums`,
-    /// `threads`, `queue_depth`, `direct`, and the remote options as `remote.NAME`
-    /// (`remote.config.KEY` for an object_store configuration key). Sizes take
-    /// units (`4k`, `64MiB`, `2G`: powers of 1024, see
-    /// [`parse_size()`](crate::parse_size)), durations are seconds, switches `true` or
-    /// `false`. The value is checked by the rule [`validate`] applies.
+    /// `threads`, `queue_depth`, `direct`, `follow_links_out`, and the remote
+    /// options as `remote.NAME` (`remote.config.KEY` for an object_store
+    /// configuration key). Sizes take units (`4k`, `64MiB`, `2G`: powers of 1024,
+    /// see [`parse_size()`](crate::parse_size)), durations are seconds, switches
+    /// `true` or `false`. The value is checked by the rule [`validate`] applies.
     ///
     /// [`validate`]: ReadOptions::validate
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
@@ -213,6 +231,7 @@ impl ReadOptions {
             "threads" => self.threads = count(value).ok_or_else(|| bad(THREADS))?,
             "queue_depth" => self.queue_depth = count(value).ok_or_else(|| bad(QUEUE_DEPTH))?,
             "direct" => self.direct = switch(value).ok_or_else(|| bad(BOOL))?,
+            "follow_links_out" => self.follow_links_out = switch(value).ok_or_else(|| bad(BOOL))?,
             "remote.max_gap" => r.max_gap = parse_size(value).map_err(|_| bad(BYTES))?,
             "remote.max_request" => r.max_request = parse_size(value).map_err(|_| bad(REQUEST))?,
             "remote.in_flight" => r.in_flight = count(value).ok_or_else(|| bad(IN_FLIGHT))?,

@@ -72,7 +72,12 @@ impl Source {
     /// page cache and evict the rest of the machine; buffered io_uring where the file
     /// system refuses O_DIRECT. Whether io_uring works is not asked here: where it
     /// does not, the platform reads each batch with `pread` (and says why, once).
+    ///
+    /// `file` was opened at `at`; `path` is the name errors give the store (they
+    /// differ for a dataset's store behind a symbolic link, see
+    /// `dataset/location.rs`). O_DIRECT opens `at` again.
     pub(crate) fn open(
+        at: &Path,
         path: &Path,
         file: File,
         opts: &ReadOptions,
@@ -90,7 +95,7 @@ impl Source {
                 ))
             }
             Backend::Auto if opts.direct => Backend::Uring,
-            Backend::Auto if netfs::is_network(path) => Backend::Uring,
+            Backend::Auto if netfs::is_network(at) => Backend::Uring,
             Backend::Auto if larger_than_memory(f) => {
                 cold = true;
                 Backend::Uring
@@ -145,7 +150,7 @@ impl Source {
                 map.advise_random(f.data.offset as usize..meta_start);
                 Source::Mmap(Arc::new(map))
             }
-            Backend::Uring if cold => match open_direct(path) {
+            Backend::Uring if cold => match open_direct(at) {
                 Ok(direct) => Source::Direct {
                     file: RingFile::new(direct),
                     uring: true,
@@ -159,7 +164,7 @@ impl Source {
             },
             _ if opts.direct => Source::Direct {
                 file: RingFile::new(
-                    open_direct(path).map_err(|e| Error::io(path, "opening with O_DIRECT", e))?,
+                    open_direct(at).map_err(|e| Error::io(path, "opening with O_DIRECT", e))?,
                 ),
                 uring: backend == Backend::Uring,
                 depth,

@@ -126,6 +126,15 @@ pub(super) fn share(e: &mut Error) -> Error {
             index: *index,
             bytes: *bytes,
         },
+        Error::LinkOutOfDataset {
+            path,
+            target,
+            dataset,
+        } => Error::LinkOutOfDataset {
+            path: path.clone(),
+            target: target.clone(),
+            dataset: dataset.clone(),
+        },
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the remote tests share: an object store wrapper that counts and fails
 //! GETs, in-memory buckets, stores to read (with their local copies) and a small
 //! HTTP/1.1 range server on 127.0.0.1 (object_store's real HTTP client, its retries
-//! and timeouts) that can answer 503, drop connections or answer slowly.
+//! and timeouts) that can answer 503, drop or reset connections or answer slowly.
 
 #![allow(dead_code)]
 
@@ -232,6 +232,21 @@ pub struct Server {
     /// For the next N GETs, promise the whole range (Content-Length) but send only
     /// half of it, then close the connection.
     pub short_next: AtomicUsize,
+    /// For the next N GETs, send the headers and half of the body, then reset the
+    /// connection (a TCP RST, not an orderly close).
+    pub reset_mid_body: AtomicUsize,
+    /// Reset the next N connections as soon as they are accepted, before a byte is
+    /// read or sent.
+    pub reset_on_accept: AtomicUsize,
+    /// Connections accepted (those reset on accept included).
+    pub accepted: AtomicUsize,
+}
+
+/// Closes `conn` with a TCP RST: with a zero linger time, closing a socket aborts
+/// the connection instead of ending it with a FIN after the data sent.
+fn reset(conn: TcpStream) {
+    let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+    drop(conn);
 }
 
 /// An S3-style error response for `code`.
@@ -263,6 +278,11 @@ pub fn serve(root: PathBuf) -> (String, Arc<Server>) {
                 return;
             }
             let Ok(conn) = conn else { continue };
+            s.accepted.fetch_add(1, Ordering::SeqCst);
+            if take_one(&s.reset_on_accept) {
+                reset(conn);
+                continue;
+            }
             let s = s.clone();
             let root = root.clone();
             std::thread::spawn(move || handle(conn, &root, &s));
@@ -331,6 +351,7 @@ pub fn handle(conn: TcpStream, root: &Path, s: &Server) {
             }
         }
         let short = method == "GET" && take_one(&s.short_next);
+        let reset_mid = method == "GET" && !short && take_one(&s.reset_mid_body);
         let path = root.join(target.trim_start_matches('/'));
         let Ok(body) = std::fs::read(&path) else {
             let _ = out.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
@@ -374,9 +395,16 @@ pub fn handle(conn: TcpStream, root: &Path, s: &Server) {
         if out.write_all(head.as_bytes()).is_err() {
             return;
         }
-        if short {
+        if short || reset_mid {
             let half = lo as usize + (hi - lo) as usize / 2;
             let _ = out.write_all(&body[lo as usize..half]);
+            if reset_mid {
+                // Let the client take the headers and start on the body first, so
+                // the reset meets a response under way.
+                let _ = out.flush();
+                std::thread::sleep(Duration::from_millis(20));
+                reset(out);
+            }
             return;
         }
         if method == "GET" && out.write_all(&body[lo as usize..hi as usize]).is_err() {

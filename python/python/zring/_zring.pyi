@@ -404,6 +404,7 @@ class _Dataset:
         threads: int = 0,
         queue_depth: int = 64,
         direct: bool = False,
+        follow_links_out: bool = False,
         remote: Mapping[str, Any] | None = None,
         _settings: str | None = None,
         _parts: Sequence[_Dataset | tuple[str, _Store]] | None = None,

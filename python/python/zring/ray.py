@@ -49,7 +49,8 @@ __all__ = ["read_zring", "ZringDatasource", "ZringDatasink"]
 
 #: The keyword arguments of :func:`read_zring` that are read settings (passed to
 #: every dataset and store it opens, on the driver and in the read tasks).
-READ_SETTINGS = ("backend", "verify_checksums", "threads", "queue_depth", "direct", "remote")
+READ_SETTINGS = ("backend", "verify_checksums", "threads", "queue_depth", "direct", "follow_links_out",
+                 "remote")
 
 #: Logical bytes a read task puts in one block (Ray's default target is 128 MiB).
 BLOCK_BYTES = 32 << 20
@@ -280,8 +281,9 @@ def read_zring(paths: _Paths | Mixture, fields: str | Iterable[str] | None = Non
     ``override_num_blocks``: the number of read tasks (each a contiguous record
     range; default: chosen by Ray from the size). ``block_records``: records per
     block a task yields (default: about 32 MiB). The read settings ``backend``,
-    ``verify_checksums``, ``threads``, ``queue_depth``, ``direct`` and ``remote``
-    apply to every dataset and store opened, on the driver and in the read tasks;
+    ``verify_checksums``, ``threads``, ``queue_depth``, ``direct``,
+    ``follow_links_out`` and ``remote`` apply to every dataset and store opened, on
+    the driver and in the read tasks;
     other keyword arguments (``concurrency``, ``ray_remote_args``, ...) go to
     ``ray.data.read_datasource``.
 

@@ -136,6 +136,7 @@ def datasets(directory: str) -> None:
     assert_type(written, zring.Dataset)
     ds = zring.open_dataset(path)
     assert_type(ds, zring.Dataset)
+    assert_type(zring.open_dataset(path, follow_links_out=True), zring.Dataset)
     assert len(ds) == 10 and ds.fields == ["x", "label", "text"]
     assert_type(ds.fields, list[str])
     assert_type(ds.version, int)

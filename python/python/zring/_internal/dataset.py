@@ -28,11 +28,17 @@ class Dataset(_Dataset):
     """A zring dataset opened at one manifest version.
 
     ``Dataset(path, *, version=None, backend="auto", verify_checksums=True, threads=0,
-    queue_depth=64, direct=False, remote=None)`` (or :func:`zring.open_dataset`).
-    ``path`` may be a URL (``s3://bucket/prefix``, ``gs://``, ``az://``,
-    ``http(s)://``, ``file://``); ``remote`` is a dict of remote read options (see
-    docs/remote.md); the other settings are the stores' (docs/python.md). ``len(ds)``
-    records, numbered globally across shards.
+    queue_depth=64, direct=False, follow_links_out=False, remote=None)`` (or
+    :func:`zring.open_dataset`). ``path`` may be a URL (``s3://bucket/prefix``,
+    ``gs://``, ``az://``, ``http(s)://``, ``file://``); ``remote`` is a dict of remote
+    read options (see docs/remote.md); the other settings are the stores'
+    (docs/python.md). ``len(ds)`` records, numbered globally across shards.
+
+    A store of a local dataset that symbolic links lead out of its directory is
+    refused (``StorePermissionError``, naming the store and where the link leads):
+    a dataset directory cannot make a reader open files elsewhere.
+    ``follow_links_out=True`` opens such stores, for a trusted dataset whose stores
+    are linked in on purpose (shared with another dataset, moved to another disk).
 
     - ``ds.gather(idx, fields=None)`` -> ``{name: ndarray | RaggedBatch}`` for the
       records ``idx`` (int, slice, list, 1-D array or mask) of ``fields`` (a name, a
@@ -49,7 +55,9 @@ class Dataset(_Dataset):
 
     Raises ``StoreNotFoundError`` (a ``FileNotFoundError``) when ``path`` holds no
     dataset (or not ``version``), ``CorruptStoreError`` for a damaged manifest or
-    store, ``ValueError`` for an unknown ``backend``; reads raise
+    store, ``StorePermissionError`` (a ``PermissionError``) for a store linked in
+    from outside without ``follow_links_out``, ``ValueError`` for an unknown
+    ``backend``; reads raise
     ``ZringIndexError`` for records outside the dataset and ``KeyError`` for an
     unknown field.
 
@@ -75,6 +83,7 @@ class Dataset(_Dataset):
         threads: int = 0,
         queue_depth: int = 64,
         direct: bool = False,
+        follow_links_out: bool = False,
         remote: Mapping[str, Any] | None = None,
     ) -> None:
         # The native constructor opened the dataset and keeps its read settings,
@@ -234,15 +243,20 @@ def open_dataset(
     threads: int = 0,
     queue_depth: int = 64,
     direct: bool = False,
+    follow_links_out: bool = False,
     remote: Mapping[str, Any] | None = None,
 ) -> Dataset:
     """Opens the zring dataset in directory ``path`` (its current manifest, or exactly
     ``version``); ``path`` may be a URL (``s3://bucket/prefix``, ...), read with the
-    ``remote`` options (docs/remote.md). See :class:`Dataset`.
+    ``remote`` options (docs/remote.md). ``follow_links_out=True`` opens stores that
+    symbolic links lead out of the dataset directory, which are refused otherwise.
+    See :class:`Dataset`.
 
     Raises ``StoreNotFoundError`` (a ``FileNotFoundError``) when ``path`` holds no
     dataset (or not ``version``), ``CorruptStoreError`` for a damaged manifest or
-    store, ``ValueError`` for an unknown ``backend``.
+    store, ``StorePermissionError`` (a ``PermissionError``) for a store linked in
+    from outside without ``follow_links_out``, ``ValueError`` for an unknown
+    ``backend``.
 
     >>> import os, tempfile, numpy as np, zring
     >>> path = os.path.join(tempfile.mkdtemp(), "labels")
@@ -259,5 +273,6 @@ def open_dataset(
         threads=threads,
         queue_depth=queue_depth,
         direct=direct,
+        follow_links_out=follow_links_out,
         remote=remote,
     )
