@@ -26,7 +26,10 @@ const MAX_CHUNK: usize = 3 * BLOCK + 100;
 
 enum Kind {
     /// A valid entry damaged: flips (position, xor) and a new file length.
-    Damaged { flips: Vec<(usize, u8)>, cut: Option<usize> },
+    Damaged {
+        flips: Vec<(usize, u8)>,
+        cut: Option<usize>,
+    },
     /// Chunk bytes flipped after the trailer was made (the trailer stays valid).
     Stale { flips: Vec<(usize, u8)> },
     /// Any bytes as the file.
@@ -47,7 +50,9 @@ fn read(data: &[u8]) -> Result<Input> {
     let fill: u8 = u.arbitrary()?;
     // Chunk bytes: a pattern (cheap for libFuzzer to reach any length) with a few
     // of the input's bytes in front.
-    let mut chunk: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ fill).collect();
+    let mut chunk: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ fill)
+        .collect();
     let head = u.int_in_range(0..=len.min(64))?;
     for b in chunk.iter_mut().take(head) {
         *b = u.arbitrary()?;
@@ -55,7 +60,12 @@ fn read(data: &[u8]) -> Result<Input> {
     let flips = |u: &mut Unstructured, within: usize| -> Result<Vec<(usize, u8)>> {
         let n = u.int_in_range(0..=8)?;
         (0..n)
-            .map(|_| Ok((usize::from(u.arbitrary::<u16>()?) % within.max(1), u.arbitrary()?)))
+            .map(|_| {
+                Ok((
+                    usize::from(u.arbitrary::<u16>()?) % within.max(1),
+                    u.arbitrary()?,
+                ))
+            })
             .collect()
     };
     let kind = match u.int_in_range(0u8..=2)? {
@@ -68,7 +78,9 @@ fn read(data: &[u8]) -> Result<Input> {
             };
             Kind::Damaged { flips, cut }
         }
-        1 => Kind::Stale { flips: flips(&mut u, len)? },
+        1 => Kind::Stale {
+            flips: flips(&mut u, len)?,
+        },
         _ => {
             let n = u.int_in_range(0..=MAX_CHUNK + 4 * 8 + 24)?;
             Kind::Raw(u.bytes(n.min(u.len()))?.to_vec())
@@ -82,7 +94,12 @@ fn read(data: &[u8]) -> Result<Input> {
         let end = start + usize::from(u.arbitrary::<u16>()?) % (2 * BLOCK);
         ranges.push(start..end);
     }
-    Ok(Input { chunk, kind, ranges, known })
+    Ok(Input {
+        chunk,
+        kind,
+        ranges,
+        known,
+    })
 }
 
 fn write(bytes: &[u8]) -> File {
@@ -137,10 +154,7 @@ fuzz_target!(|data: &[u8]| {
     };
     if check_ranges(len, &input.ranges).is_err() {
         assert!(
-            input
-                .ranges
-                .iter()
-                .any(|r| r.start > r.end || r.end > len),
+            input.ranges.iter().any(|r| r.start > r.end || r.end > len),
             "check_ranges refused ranges inside the chunk"
         );
         return;
@@ -156,7 +170,11 @@ fuzz_target!(|data: &[u8]| {
         Some((out, read_table)) => {
             assert_eq!(out.len(), input.ranges.len());
             for (r, got) in input.ranges.iter().zip(&out) {
-                assert_eq!(&got[..], &expected[r.clone()], "range {r:?} read wrong bytes");
+                assert_eq!(
+                    &got[..],
+                    &expected[r.clone()],
+                    "range {r:?} read wrong bytes"
+                );
             }
             if let Some(t) = read_table {
                 // A table read from the file is the file's own, valid trailer.

@@ -3,9 +3,9 @@
 // The cache takes a slice of ranges; one range is `&[a..b]`, not a mistaken `vec![a; b]`.
 #![allow(clippy::single_range_in_vec_init)]
 
-use crate::remote::cache_entry::TRAILER_FIXED;
 use super::evict::scan;
 use super::*;
+use crate::remote::cache_entry::TRAILER_FIXED;
 use std::time::Duration;
 
 fn chunk(seed: u8, len: usize) -> Bytes {
