@@ -15,7 +15,7 @@
 #[inline]
 pub fn xxh3_64(bytes: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
-    if bytes.len() > MID_SIZE_MAX && avx2::available() {
+    if bytes.len() > MID_SIZE_MAX && crate::simd::has_avx2() {
         // SAFETY: the CPU has AVX2 (checked just above); `long` reads only inside
         // `bytes` (its length is above 240, so at least one 64-byte stripe) and
         // writes nothing (no destination).
@@ -33,7 +33,7 @@ pub fn xxh3_64(bytes: &[u8]) -> u64 {
 pub fn copy_and_hash(src: &[u8], dst: &mut [u8]) -> u64 {
     assert_eq!(src.len(), dst.len(), "copy_and_hash: lengths differ");
     #[cfg(target_arch = "x86_64")]
-    if src.len() > MID_SIZE_MAX && avx2::available() {
+    if src.len() > MID_SIZE_MAX && crate::simd::has_avx2() {
         // Ask for every line of a small record at once: the loop below only reaches a
         // few lines ahead, so a record out of a cold mapping arrives one miss after
         // another (2 KiB records: 0.82x of a plain copy without this, 0.92x with).
@@ -58,14 +58,7 @@ pub fn xxh3_64_portable(bytes: &[u8]) -> u64 {
 
 /// Whether [`xxh3_64`] takes the AVX2 path for long inputs on this CPU.
 pub fn uses_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        avx2::available()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    crate::simd::has_avx2()
 }
 
 /// [`copy_and_hash`] prefetches up to this many bytes of its source up front; past
@@ -124,12 +117,6 @@ mod avx2 {
         0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f,
         0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
     ];
-
-    /// Whether the CPU has AVX2 (`std` caches the answer).
-    #[inline]
-    pub(super) fn available() -> bool {
-        crate::simd::has_avx2()
-    }
 
     fn secret_u64(at: usize) -> u64 {
         let mut b = [0u8; 8];
