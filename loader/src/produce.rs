@@ -29,12 +29,14 @@ pub(crate) struct Factory<T> {
     cu_seqlens: VecPool<u64>,
     shapes: VecPool<u32>,
     transform: Arc<TransformFn<T>>,
-    /// Per stream, the most value bytes a ragged shard has needed so far: every
-    /// ragged buffer is asked for at that size (and a quarter), so the pool keeps one
-    /// size class
-    /// instead of drifting between the neighbouring classes batches straddle
-    /// (`BufPool::get_with_capacity`).
-    ragged_largest: Vec<AtomicUsize>,
+    /// Per stream, the capacity every ragged buffer is asked for
+    /// (`BufPool::get_with_capacity`): half again the largest of the first batches,
+    /// and raised only by a batch that does not fit it. Random batches of one stream
+    /// differ by a few percent, so the first steps fix it for the run and the pool
+    /// keeps one size class. Asked for by their own size, or by the largest so far,
+    /// buffers drifted from class to class as rarer, larger batches came along, and
+    /// a process's resident memory with them (a 30-minute soak saw both).
+    ragged_capacity: Vec<AtomicUsize>,
     /// Bad images left out and replaced so far, over every step made.
     pub(crate) images_skipped: AtomicU64,
     pub(crate) images_substituted: AtomicU64,
@@ -77,7 +79,7 @@ impl<T> Factory<T> {
             tensors: VecPool::new(steps),
             cu_seqlens: VecPool::new(steps * plan.ragged_per_step()),
             shapes: VecPool::new(steps * plan.ragged_per_step()),
-            ragged_largest: plan.streams.iter().map(|_| AtomicUsize::new(0)).collect(),
+            ragged_capacity: plan.streams.iter().map(|_| AtomicUsize::new(0)).collect(),
             plan,
             schedule,
             transform,
@@ -329,14 +331,12 @@ impl<T> Factory<T> {
                         .ragged_layout_into(indices, &mut layout)
                         .map_err(gather_err)?;
                     let bytes = layout.values_bytes;
-                    let largest = self.ragged_largest[s]
-                        .fetch_max(bytes, Ordering::Relaxed)
-                        .max(bytes);
-                    // A quarter more (one size class): a batch a little larger than
-                    // any before, as comes along rarely once the run is warm, then
-                    // still fits the buffers' class instead of moving every buffer
-                    // to the next one (a soak saw that step 11 minutes in).
-                    let want = largest.saturating_add(largest / 4);
+                    let capacity = &self.ragged_capacity[s];
+                    let mut want = capacity.load(Ordering::Relaxed);
+                    if bytes > want {
+                        let grown = bytes.saturating_add(bytes / 2);
+                        want = capacity.fetch_max(grown, Ordering::Relaxed).max(grown);
+                    }
                     let mut values = pool.get_with_capacity(bytes, want).map_err(buffer_err)?;
                     store
                         .gather_ragged_until(indices, &layout, &mut values, &Never)

@@ -124,3 +124,62 @@ fn a_10k_step_run_stops_allocating_after_warm_up() {
         assert!(after.buffers.reuses >= 10_000 * 4);
     }
 }
+
+/// Ragged records of 4,800-6,399 u64s (38-51 KB): random batches of 8 differ by up
+/// to a third, and straddle several of the pool's size classes (steps of 64 KiB here).
+fn wide_ragged_store(dir: &std::path::Path, n: u64) -> Store {
+    use zring_engine::{DType, ReadOptions, Schema, WriteOptions, Writer};
+    let path = dir.join("wide.zr");
+    let mut w = Writer::create(
+        &path,
+        Schema::ragged(DType::U64, 1),
+        WriteOptions::with_codec(Codec::Raw),
+    )
+    .expect("create");
+    let (mut cu, mut shapes, mut values) = (vec![0u64], Vec::new(), Vec::new());
+    for i in 0..n {
+        let len = 4_800 + (i * 7_919) % 1_600;
+        shapes.push(len as u32);
+        cu.push(cu[cu.len() - 1] + len);
+        values.extend(std::iter::repeat_n(i.to_le_bytes(), len as usize).flatten());
+    }
+    w.append_ragged(&values, &cu, &shapes).expect("append");
+    w.close().expect("close");
+    Store::open(&path, ReadOptions::default()).expect("open")
+}
+
+#[test]
+fn ragged_buffers_keep_their_first_capacity_when_later_batches_are_larger() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ragged = wide_ragged_store(dir.path(), 512);
+    for workers in [0, 2] {
+        let sampler = Sampler::new(512, 8, Mode::Iid, 11).expect("sampler");
+        let mut loader = Loader::new(
+            [("r", vec![ragged.clone()])],
+            sampler,
+            LoaderOptions::new(workers, 2),
+        )
+        .expect("loader");
+        // Only the first steps before measuring: the batches that come later (a
+        // third larger, some of them) must fit the buffers made for these.
+        let bound = LoaderOptions::new(workers, 2).max_live_steps() as u64;
+        let held = loader.next().expect("endless").expect("step");
+        wait_until(|| loader.stats().buffers.allocations >= bound);
+        drop(held);
+        let warm = loader.stats();
+        let mut bytes = Vec::new();
+        for step in loader.by_ref().take(3_000) {
+            let step = step.expect("step");
+            let r = step.stream("r").expect("r");
+            bytes.push(r.iter().map(|t| t.bytes().len()).sum::<usize>());
+        }
+        let (least, most) = (bytes.iter().min(), bytes.iter().max());
+        let after = loader.stats();
+        assert_eq!(
+            after.buffers.allocations, warm.buffers.allocations,
+            "workers {workers}: buffers were allocated after the first steps \
+             (batches of {least:?} to {most:?} bytes); {warm:?} -> {after:?}"
+        );
+        assert_eq!(after.buffers.released, 0, "workers {workers}: {after:?}");
+    }
+}

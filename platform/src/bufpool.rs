@@ -150,8 +150,8 @@ impl BufPool {
     }
 
     /// Like [`get`](Self::get), but the buffer's capacity is at least `capacity`'s
-    /// size class: for requests whose size varies below a known largest one (ragged
-    /// batches, asked for with the largest size seen so far). They then all take
+    /// size class: for requests whose size varies below a known bound (ragged
+    /// batches, asked for with a capacity the loader fixes early). They then all take
     /// buffers of one size class and keep reusing them; asked for by their own size,
     /// they straddle neighbouring classes, the pool's mix of classes drifts with the
     /// sizes, and buffers keep being freed and allocated (a process's resident memory
