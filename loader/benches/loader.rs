@@ -330,12 +330,7 @@ fn throughput(name: &str, path: &Path, records: usize, a: &Args) -> Res<()> {
 
 fn status_kib(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+    zring_testkit::os::kib_field(&status, key).unwrap_or(0)
 }
 
 /// Child process: open one store, run the loader for `steps`, print the memory.

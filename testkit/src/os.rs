@@ -1,6 +1,17 @@
 //! What the OS says about this process, for tests that check behaviour rather than a
 //! library's own account of it.
 
+/// The number on the line of a `/proc` "Key:   value kB" text (status, smaps,
+/// smaps_rollup) that starts with `key` (with its colon): the first such line.
+pub fn kib_field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Bytes of the mapping that contains `addr` that are locked in memory (`mlock`), from
 /// `/proc/self/smaps` (Linux); `None` where that file does not exist.
 pub fn locked_bytes_at(addr: usize) -> Option<u64> {
@@ -18,14 +29,8 @@ pub fn locked_bytes_at(addr: usize) -> Option<u64> {
             }
         }
         if inside {
-            if let Some(kb) = line.strip_prefix("Locked:") {
-                return kb
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .map(|k| k * 1024);
+            if line.starts_with("Locked:") {
+                return kib_field(line, "Locked:").map(|k| k * 1024);
             }
         }
     }
@@ -54,12 +59,7 @@ pub fn pinning_must_work() -> bool {
 /// `/proc/self/smaps_rollup`, Linux); `None` where that file does not exist.
 pub fn anonymous_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Anonymous:"))?;
-    line.split_whitespace()
-        .nth(1)?
-        .parse::<u64>()
-        .ok()
-        .map(|k| k * 1024)
+    kib_field(&text, "Anonymous:").map(|k| k * 1024)
 }
 
 /// Limits this process's address space to `bytes` more than it uses now
@@ -67,10 +67,7 @@ pub fn anonymous_bytes() -> Option<u64> {
 #[cfg(target_os = "linux")]
 pub fn limit_address_space_to_current_plus(bytes: u64) -> std::io::Result<u64> {
     let status = std::fs::read_to_string("/proc/self/status")?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    let kib = kib_field(&status, "VmSize:")
         .ok_or_else(|| std::io::Error::other("no VmSize in /proc/self/status"))?;
     let limit = kib * 1024 + bytes;
     let rl = libc::rlimit {
@@ -82,4 +79,19 @@ pub fn limit_address_space_to_current_plus(bytes: u64) -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(limit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kib_field;
+
+    #[test]
+    fn proc_fields_are_parsed() {
+        let status = "Name:\tsoak\nVmRSS:\t  123456 kB\nThreads:\t21\nLocked:  0 kB\n";
+        assert_eq!(kib_field(status, "VmRSS:"), Some(123_456));
+        assert_eq!(kib_field(status, "Threads:"), Some(21));
+        assert_eq!(kib_field(status, "Locked:"), Some(0));
+        assert_eq!(kib_field(status, "VmSwap:"), None);
+        assert_eq!(kib_field("VmRSS: lots kB\n", "VmRSS:"), None);
+    }
 }

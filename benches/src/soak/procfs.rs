@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use zring_testkit::os::kib_field;
+
 use super::SoakError;
 
 /// One reading of this process's resources.
@@ -30,7 +32,7 @@ impl Resources {
             source,
         })?;
         let field = |key: &str| {
-            status_field(&status, key).ok_or_else(|| {
+            kib_field(&status, key).ok_or_else(|| {
                 SoakError::Wrong(format!("{status_path} has no readable {key} line"))
             })
         };
@@ -45,7 +47,7 @@ impl Resources {
         let fds = listing.count().saturating_sub(1) as u64;
         let anon_huge_kib = std::fs::read_to_string("/proc/self/smaps_rollup")
             .ok()
-            .and_then(|rollup| status_field(&rollup, "AnonHugePages:"));
+            .and_then(|rollup| kib_field(&rollup, "AnonHugePages:"));
         Ok(Self {
             rss_kib: field("VmRSS:")?,
             fds,
@@ -55,28 +57,9 @@ impl Resources {
     }
 }
 
-/// The first number on the line of a `/proc` "Key: value" file that starts with `key`.
-fn status_field(status: &str, key: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn status_fields_are_parsed() {
-        let status = "Name:\tsoak\nVmRSS:\t  123456 kB\nThreads:\t21\n";
-        assert_eq!(status_field(status, "VmRSS:"), Some(123_456));
-        assert_eq!(status_field(status, "Threads:"), Some(21));
-        assert_eq!(status_field(status, "VmSwap:"), None);
-    }
 
     #[test]
     fn this_process_is_read_where_proc_exists() {
