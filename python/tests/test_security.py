@@ -201,3 +201,21 @@ def test_a_store_linked_in_from_outside_is_refused_unless_asked_for(tmp_path):
     assert again.gather([15])["x"].tolist() == [15]
     assert zring.Dataset(ds_dir, follow_links_out="true")[12]["x"] == 12
     ds.verify()
+
+
+def test_an_append_to_a_dataset_with_stores_linked_in_is_refused_before_writing(tmp_path):
+    ds_dir = tmp_path / "ds"
+    zring.write_dataset(ds_dir, {"x": np.arange(20, dtype=np.int64)}, shard_records=10)
+    inside = Path(zring.open_dataset(ds_dir, follow_links_out=True).store_paths()[1])
+    outside = tmp_path / "elsewhere.zr"
+    inside.rename(outside)
+    inside.symlink_to(outside)
+    before = sorted(p.name for p in ds_dir.rglob("*"))
+    more = {"x": np.arange(20, 25, dtype=np.int64)}
+    with pytest.raises(zring.StorePermissionError):
+        zring.write_dataset(ds_dir, more, append=True)
+    assert sorted(p.name for p in ds_dir.rglob("*")) == before, "the refused append wrote"
+    # Asked for: the append publishes and the result opens with the links followed.
+    ds = zring.write_dataset(ds_dir, more, append=True, follow_links_out=True)
+    assert ds.gather([24, 15, 0])["x"].tolist() == [24, 15, 0]
+    assert zring.open_dataset(ds_dir, follow_links_out=True).version == ds.version == 2

@@ -662,6 +662,7 @@ def write_dataset(
     overwrite: bool = False,
     batch_records: int | None = None,
     progress: bool | None = None,
+    follow_links_out: bool = False,
 ) -> Dataset:
     """Writes ``source`` as a zring dataset in directory ``path`` and returns it opened.
 
@@ -684,6 +685,9 @@ def write_dataset(
     ``level``. ``append`` adds the shards to the existing dataset as a new version;
     ``overwrite`` replaces an existing dataset. A progress bar shows when tqdm is
     installed and stderr is a terminal (``progress=True`` / ``False`` to force).
+    ``follow_links_out``: the read setting of :func:`open_dataset`, for appending to
+    a dataset whose stores are symbolic links to files outside its directory; without
+    it such an append is refused before anything is written.
 
     Returns the written dataset, opened at the version this call published
     (:class:`Dataset`). The dataset is published atomically: until it returns
@@ -693,7 +697,9 @@ def write_dataset(
     next version gets ``VersionConflictError`` and publishes nothing.
 
     Raises ``VersionConflictError`` (a ``RuntimeError``) when another writer
-    published a version since this one started; ``StoreExistsError`` (a
+    published a version since this one started; ``StorePermissionError`` when
+    appending to a dataset with stores linked in from outside it and
+    ``follow_links_out`` is not given; ``StoreExistsError`` (a
     ``FileExistsError``) when ``path`` holds a
     dataset and neither ``append`` nor ``overwrite`` is given; ``ValueError`` for a
     source without records and fields, records whose fields or shapes disagree
@@ -717,6 +723,10 @@ def write_dataset(
     src = _Source(source, fields, batch_records)
     caller_gave = bool(src.given)
     if append:
+        # The dataset as it is must open the way the result will be opened: else this
+        # would publish a version and then fail to open it (stores linked in from
+        # outside, say), reporting an error for an append that happened.
+        open_dataset(path, follow_links_out=follow_links_out)
         # Its manifest read first: the dataset's schemas are the new records' (see
         # dataset_specs).
         builder = _DatasetBuilder(str(path), [], append=True)
@@ -789,4 +799,4 @@ def write_dataset(
             bar.close()
     # Exactly the version this call published: another writer may have published a
     # newer one since.
-    return open_dataset(path, version=version)
+    return open_dataset(path, version=version, follow_links_out=follow_links_out)
