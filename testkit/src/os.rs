@@ -28,10 +28,8 @@ pub fn locked_bytes_at(addr: usize) -> Option<u64> {
                 }
             }
         }
-        if inside {
-            if line.starts_with("Locked:") {
-                return kib_field(line, "Locked:").map(|k| k * 1024);
-            }
+        if inside && line.starts_with("Locked:") {
+            return kib_field(line, "Locked:").map(|k| k * 1024);
         }
     }
     Some(0)
