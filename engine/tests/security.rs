@@ -262,6 +262,10 @@ fn a_symlink_in_data_leading_out_of_the_dataset_is_refused() {
                 "open_version",
                 Dataset::open_version(&ds, m.version, ReadOptions::default()).map(drop),
             ),
+            (
+                "an append's check",
+                DatasetBuilder::append(&ds).and_then(|b| b.check_links_stay_inside()),
+            ),
         ] {
             let err = expect_err(r, how);
             assert_link_out(&err, &inside, &outside, &ds);
@@ -301,6 +305,9 @@ fn a_symlink_in_data_staying_inside_the_dataset_still_opens() {
         opened.verify().expect("verify");
         // The store keeps its name in the dataset.
         assert_eq!(opened.store_paths()[1], dir.join(rel));
+        DatasetBuilder::append(dir)
+            .and_then(|b| b.check_links_stay_inside())
+            .expect("an append's check passes links that stay inside");
     }
     // A link inside to something that is not a store: an error naming the store.
     fs::remove_file(&inside).expect("remove");

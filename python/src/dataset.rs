@@ -594,15 +594,18 @@ impl PyDatasetBuilder {
 #[pymethods]
 impl PyDatasetBuilder {
     /// `fields`: a list of `(name, dtype, layout, shape_or_ndim, metadata)`; `append`
-    /// continues the existing dataset (fields from its manifest, `fields` ignored).
+    /// continues the existing dataset (fields from its manifest, `fields` ignored),
+    /// refusing one whose stores are linked in from outside it unless
+    /// `follow_links_out` (`DatasetBuilder::check_links_stay_inside`).
     #[new]
-    #[pyo3(signature = (path, fields, *, append = false, overwrite = false))]
+    #[pyo3(signature = (path, fields, *, append = false, overwrite = false, follow_links_out = false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         fields: &Bound<'_, PyList>,
         append: bool,
         overwrite: bool,
+        follow_links_out: bool,
     ) -> PyResult<Self> {
         let mut parsed = Vec::new();
         for item in fields.iter() {
@@ -629,7 +632,10 @@ impl PyDatasetBuilder {
         // On a thread of its own, so that Ctrl-C need not wait for it (it reads the
         // current manifest and creates directories; an interrupted one is dropped).
         let builder = interrupt::wait_for_thread(py, "dataset-builder", move || match append {
-            true => DatasetBuilder::append(&path),
+            true => DatasetBuilder::append(&path).and_then(|b| match follow_links_out {
+                true => Ok(b),
+                false => b.check_links_stay_inside().map(|()| b),
+            }),
             false => DatasetBuilder::create(&path, parsed, overwrite),
         })?
         .map_err(|e| errors::engine(py, e))?;

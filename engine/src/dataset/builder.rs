@@ -100,6 +100,24 @@ impl DatasetBuilder {
         })
     }
 
+    /// Checks that every store the new version keeps from the current one lies
+    /// inside the dataset directory with its links followed, as opening the dataset
+    /// does unless its read setting `follow_links_out` is on ([`Error::LinkOutOfDataset`]
+    /// otherwise). An append to a dataset whose stores are linked in from outside
+    /// would publish a version that opens only with that setting: a caller that opens
+    /// what it published without it checks first, before writing anything. One path
+    /// resolution per store, no store opened; a dataset at a URL has no links.
+    pub fn check_links_stay_inside(&self) -> Result<()> {
+        if crate::remote::url_of(&self.dir).is_some() {
+            return Ok(());
+        }
+        let dir = super::location::LocalDir::new(&self.dir);
+        for file in self.kept.iter().flat_map(|s| &s.files) {
+            dir.resolve_inside(&self.dir.join(file))?;
+        }
+        Ok(())
+    }
+
     fn prepare(dir: &Path) -> Result<()> {
         if crate::remote::url_of(dir).is_some() {
             // Object stores have no directories to make.

@@ -76,6 +76,25 @@ impl LocalDir {
     }
 }
 
+impl LocalDir {
+    /// `path` (a store's path in the dataset) with every link followed, or
+    /// [`Error::LinkOutOfDataset`] when that leads out of the dataset directory.
+    pub(crate) fn resolve_inside(&self, path: &Path) -> Result<PathBuf> {
+        // A link to nothing fails here as the open would: not found, naming the store.
+        let target =
+            std::fs::canonicalize(path).map_err(|e| Error::io(path, "opening the store", e))?;
+        let root = self.root()?;
+        if !target.starts_with(root) {
+            return Err(Error::LinkOutOfDataset {
+                path: path.to_path_buf(),
+                target,
+                dataset: root.to_path_buf(),
+            });
+        }
+        Ok(target)
+    }
+}
+
 /// The path of version `version`'s manifest inside `dir`.
 pub fn version_path(dir: &Path, version: u64) -> PathBuf {
     dir.join(VERSIONS_DIR).join(format!("{version:010}.json"))
@@ -114,17 +133,7 @@ impl Location for LocalDir {
         if opts.follow_links_out {
             return Store::open(path, opts.clone());
         }
-        // A link to nothing fails here as the open would: not found, naming the store.
-        let target =
-            std::fs::canonicalize(&path).map_err(|e| Error::io(&path, "opening the store", e))?;
-        let root = self.root()?;
-        if !target.starts_with(root) {
-            return Err(Error::LinkOutOfDataset {
-                path,
-                target,
-                dataset: root.to_path_buf(),
-            });
-        }
+        let target = self.resolve_inside(&path)?;
         Store::open_file(&target, path, opts)
     }
 }

@@ -478,6 +478,7 @@ class _DatasetBuilder:
         *,
         append: bool = False,
         overwrite: bool = False,
+        follow_links_out: bool = False,
     ) -> Self: ...
     @property
     def version(self) -> int: ...

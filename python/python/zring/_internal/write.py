@@ -723,13 +723,12 @@ def write_dataset(
     src = _Source(source, fields, batch_records)
     caller_gave = bool(src.given)
     if append:
-        # The dataset as it is must open the way the result will be opened: else this
-        # would publish a version and then fail to open it (stores linked in from
-        # outside, say), reporting an error for an append that happened.
-        open_dataset(path, follow_links_out=follow_links_out)
         # Its manifest read first: the dataset's schemas are the new records' (see
-        # dataset_specs).
-        builder = _DatasetBuilder(str(path), [], append=True)
+        # dataset_specs). Stores linked in from outside are refused here, before
+        # anything is written, unless follow_links_out: else this would publish a
+        # version and then fail to open it, reporting an error for an append that
+        # happened.
+        builder = _DatasetBuilder(str(path), [], append=True, follow_links_out=follow_links_out)
         src.given = with_dataset_specs(src.given, builder_specs(builder))
     it = iter(src)
     first = next(it, None)
