@@ -508,12 +508,13 @@ impl Mapping {
         let _ = range;
     }
 
-    /// Hints the CPU to start loading the first `len` bytes (up to 1 KiB) at `offset`
-    /// into cache, so a copy that follows does not wait on memory for its first lines.
-    /// Out-of-range requests are ignored; it never faults.
+    /// Hints the CPU to start loading the first `len` bytes (up to 4 KiB: a small
+    /// record whole, a large one's start) at `offset` into cache, so a copy that
+    /// follows does not wait on memory for its lines. Out-of-range requests are
+    /// ignored; it never faults.
     pub fn prefetch(&self, offset: usize, len: usize) {
         let bytes = self.bytes();
-        let end = offset.saturating_add(len.min(1024)).min(bytes.len());
+        let end = offset.saturating_add(len.min(4096)).min(bytes.len());
         #[cfg(target_arch = "x86_64")]
         for at in (offset..end).step_by(64) {
             // SAFETY: `at` is inside the mapping; a prefetch never faults or writes and

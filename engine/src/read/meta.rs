@@ -95,6 +95,15 @@ impl Meta {
         }
     }
 
+    /// Starts loading record `index`'s table entry into the cache (a hint; only mapped
+    /// metadata needs it).
+    pub(crate) fn prefetch_entry(&self, index: u64) {
+        if let Meta::Mapped { map, table, .. } = self {
+            let r = format::entry_range(*table, index);
+            map.prefetch(r.start as usize, (r.end - r.start) as usize);
+        }
+    }
+
     /// Starts loading record `index`'s entry and shape into the cache (a hint; only
     /// mapped metadata needs it, memory is prefetched by the hardware well enough).
     pub(crate) fn prefetch(&self, index: u64, ndim: usize) {

@@ -534,6 +534,12 @@ impl Reader {
         Ok(e)
     }
 
+    /// Starts loading record `index`'s table entry into the cache (a hint for reads
+    /// that look ahead).
+    pub(crate) fn prefetch_entry(&self, index: u64) {
+        self.meta.prefetch_entry(index);
+    }
+
     /// Starts loading record `index`'s table entry and shape into the cache (a hint
     /// for layouts computed ahead of their reads).
     pub(crate) fn prefetch_layout(&self, index: u64) {
