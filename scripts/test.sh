@@ -184,20 +184,22 @@ if full_step "benches once in check mode (tiny data, every output checked, nothi
   cargo test --workspace --benches
 fi
 
-if full_step "fuzz targets: each replays its seed corpus, then 5,000 seeded mutations (stable build, no sanitizer)" \
+if full_step "fuzz targets: each replays its corpus, then 5,000 seeded mutations (stable build, no sanitizer)" \
   "a separate build of the fuzz crate and its corpus replay"; then
   # The coverage-guided runs need nightly and cargo-fuzz (docs/fuzzing.md); this keeps
   # every target compiling against the current engine and its assertions holding on
-  # the seeds and on a fixed, seeded sample of mutations of them. Seeds are copied: a
-  # run may add inputs to its corpus directory.
+  # the corpus and on a fixed, seeded sample of mutations of it. The corpus is copied:
+  # a run may add inputs to its corpus directory. One run per target does both:
+  # libFuzzer executes every corpus input first (its INITED pass, which stops on a
+  # failing one) and counts them in -runs, so the corpus is replayed once.
   # The workspace's target directory, so the dependencies built above are reused.
   CARGO_TARGET_DIR="$PWD/target" cargo build --locked --manifest-path fuzz/Cargo.toml --bins
   FUZZ_TMP=$(mktemp -d)
   for target in fuzz/fuzz_targets/*.rs; do
     name=$(basename "$target" .rs)
-    target/debug/"$name" fuzz/corpus/"$name"/* 2>&1 | tail -n 1
     cp -r fuzz/corpus/"$name" "$FUZZ_TMP/$name"
-    target/debug/"$name" -runs=5000 -seed=1 "$FUZZ_TMP/$name" 2>&1 | tail -n 1
+    inputs=$(find "$FUZZ_TMP/$name" -type f | wc -l)
+    target/debug/"$name" -runs=$((inputs + 5000)) -seed=1 "$FUZZ_TMP/$name" 2>&1 | grep -E '^#[0-9]+ +INITED|^Done'
   done
   rm -rf "$FUZZ_TMP"
 fi
