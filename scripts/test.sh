@@ -199,7 +199,7 @@ if full_step "fuzz targets: each replays its corpus, then 5,000 seeded mutations
     name=$(basename "$target" .rs)
     cp -r fuzz/corpus/"$name" "$FUZZ_TMP/$name"
     inputs=$(find "$FUZZ_TMP/$name" -type f | wc -l)
-    target/debug/"$name" -runs=$((inputs + 5000)) -seed=1 "$FUZZ_TMP/$name" 2>&1 | grep -E '^#[0-9]+ +INITED|^Done'
+    target/debug/"$name" -runs=$((inputs + 5000)) -seed=1 "$FUZZ_TMP/$name" 2>&1 | grep -E '^#[0-9]+[[:space:]]+INITED|^Done'
   done
   rm -rf "$FUZZ_TMP"
 fi
