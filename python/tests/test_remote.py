@@ -597,3 +597,16 @@ def test_convert_writes_each_split_under_a_url_prefix(s3: S3) -> None:
     out = zring.convert(hf, url)
     assert {k: (v.path, len(v)) for k, v in out.items()} == {"train": (f"{url}/train", 3), "test": (f"{url}/test", 1)}
     assert zring.open_dataset(f"{url}/train")[2] == {"label": np.array(1), "text": "ccc"}
+
+
+def test_two_processes_appending_at_a_url_lose_no_acknowledged_record(s3: S3) -> None:
+    """The concurrent-writers race of test_concurrent_writers.py against the S3
+    server: each version's manifest is created with a create-if-absent PUT, so every
+    append that returns is its own version and its records stay; the others get
+    VersionConflictError."""
+    from test_concurrent_writers import API_WRITER, check_exactly_the_acknowledged_records, race
+
+    url = f"s3://{BUCKET}/raced/ds"
+    won, lost = race(url, API_WRITER, 15)
+    assert won, "no append succeeded"
+    check_exactly_the_acknowledged_records(url, won)
