@@ -724,10 +724,8 @@ def write_dataset(
     caller_gave = bool(src.given)
     if append:
         # Its manifest read first: the dataset's schemas are the new records' (see
-        # dataset_specs). Stores linked in from outside are refused here, before
-        # anything is written, unless follow_links_out: else this would publish a
-        # version and then fail to open it, reporting an error for an append that
-        # happened.
+        # dataset_specs). Stores linked in from outside are refused before anything
+        # is written (unless follow_links_out), not after publishing.
         builder = _DatasetBuilder(str(path), [], append=True, follow_links_out=follow_links_out)
         src.given = with_dataset_specs(src.given, builder_specs(builder))
     it = iter(src)
