@@ -613,3 +613,69 @@ fn a_hostile_file_never_maps_beyond_its_own_bytes() {
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
     assert!(b.len() < 4 * BLOCK);
 }
+
+/// A large ragged layout is looked up on several threads. It must equal the layout
+/// one thread computes, and a damaged shape must be reported as one thread reports
+/// it: the damaged record that comes first in the batch, whichever thread's share
+/// finds its damage first.
+#[test]
+fn a_ragged_layout_on_several_threads_equals_one_threads_and_names_the_first_bad_record() {
+    use std::sync::Arc;
+    use zring_platform::Pool;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = 600usize;
+    let fx = ragged_zstd(dir.path(), n);
+    let pool = Arc::new(Pool::new(3, false).expect("a 3-worker pool"));
+    let open = |path: &Path, threads: usize| {
+        let opts = zring_engine::ReadOptions::default()
+            .threads(threads)
+            .with_pool(Arc::clone(&pool));
+        zring_engine::Store::open(path, opts).expect("open")
+    };
+    let (d1, d2) = (5u64, 500u64);
+    let good: Vec<u64> = (0..n as u64).filter(|&i| i != d1 && i != d2).collect();
+    // 2,000 records: eight tasks of 250 on four threads.
+    let batch: Vec<u64> = (0..2000u64)
+        .map(|k| good[(k * 7919 % good.len() as u64) as usize])
+        .collect();
+    let one = open(&fx.path, 1).ragged_layout(&batch).expect("one thread");
+    let four = open(&fx.path, 4)
+        .ragged_layout(&batch)
+        .expect("four threads");
+    assert_eq!(one, four);
+    for (k, &i) in batch.iter().enumerate() {
+        assert_eq!(
+            &four.shapes[k * 2..k * 2 + 2],
+            &fx.shapes[i as usize][..],
+            "record {i}"
+        );
+        let len = (four.cu_seqlens[k + 1] - four.cu_seqlens[k]) as usize * 4;
+        assert_eq!(len, fx.records[i as usize].len(), "record {i}");
+    }
+    // Two damaged shapes, in the batch at 1,249 (the last of the fifth task) and
+    // 1,500 (the first of the seventh, usually found first), in both orders: the
+    // first in the batch is the one named.
+    let f = footer_of(&fx.bytes);
+    let mut b = fx.bytes.clone();
+    for d in [d1, d2] {
+        let at = f.shapes.offset as usize + d as usize * 8;
+        let dim = fx.shapes[d as usize][0] + 1;
+        b[at..at + 4].copy_from_slice(&dim.to_le_bytes());
+    }
+    reseal(&mut b);
+    let path = dir.path().join("two-bad-shapes.zr");
+    put(&path, &b);
+    let shape_bytes = |b: Bad<'_>| matches!(b, Bad::Record(RecordProblem::ShapeBytes { .. }));
+    for (first, second) in [(d1, d2), (d2, d1)] {
+        let mut batch = batch.clone();
+        batch[1249] = first;
+        batch[1500] = second;
+        for threads in [1, 4] {
+            let store = open(&path, threads);
+            for _ in 0..20 {
+                expect_record(store.ragged_layout(&batch), first, shape_bytes);
+            }
+        }
+    }
+}

@@ -99,6 +99,14 @@ impl Policy {
             per_task = per_task.max(n.div_ceil(threads.max(1)));
         }
         let per_task = per_task.clamp(1, n.max(1));
+        if self.streams_reads || threads < 2 || n == 0 {
+            return (n.div_ceil(per_task), per_task);
+        }
+        // As many tasks as a multiple of the threads, evened out, so no thread is
+        // left an odd task at the end: W3's 157 KiB batches were three tasks of 106,
+        // 106 and 44 records, two of them on one thread.
+        let tasks = n.div_ceil(per_task).next_multiple_of(threads).min(n);
+        let per_task = n.div_ceil(tasks);
         (n.div_ceil(per_task), per_task)
     }
 }
@@ -251,8 +259,11 @@ mod tests {
             streams_reads: false,
             work_factor: 1,
         };
-        // 64 KiB tasks of 4 KiB records.
-        assert_eq!(local.cut(100, 4096, 2), (7, 16));
+        // 64 KiB tasks of 4 KiB records, evened out to a multiple of the threads.
+        assert_eq!(local.cut(100, 4096, 2), (8, 13));
+        assert_eq!(local.cut(100, 4096, 1), (7, 16));
+        // W3: 256 records of ~615 B are four tasks of 64 on two threads, not three.
+        assert_eq!(local.cut(256, 615, 2), (4, 64));
         // Compressed: 8x smaller tasks.
         let zstd = Policy {
             work_factor: COMPRESSED_WORK_FACTOR,

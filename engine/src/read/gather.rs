@@ -7,7 +7,7 @@
 //! no raw pointer is shared. Nothing is allocated per gather for this.
 
 use std::ops::Range;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use zring_platform::AlignedBuf;
 
@@ -18,12 +18,15 @@ use super::decode::with_ctx;
 use super::exec::{self, Interrupt, Policy, COMPRESSED_WORK_FACTOR};
 use super::Reader;
 
-/// How many records ahead a ragged layout prefetches table entries and shapes. The
-/// layout runs on the caller alone before the parallel part, and each record's entry
-/// and shape are cache misses at random places: prefetching them overlaps the misses
-/// (`zring bench` on a W3-like zstd-dict store, batch 256, mmap, 4 interleaved rounds,
+/// How many records ahead a ragged layout prefetches table entries and shapes. Each
+/// record's entry and shape are cache misses at random places: prefetching them
+/// overlaps the misses (`zring bench` on a W3-like zstd-dict store, batch 256, mmap, 4 interleaved rounds,
 /// medians: 1 thread 0.69 -> 0.80 M records/s, 2 threads 1.24 -> 1.40 M).
 pub(crate) const LAYOUT_AHEAD: usize = 8;
+/// The fewest records a ragged layout's task looks up: a batch of fewer than twice
+/// this is laid out on the caller alone (waking a helper costs more than the
+/// lookups).
+const LAYOUT_PER_TASK: usize = 64;
 /// Records per `verify` task.
 const VERIFY_PER_TASK: usize = 256;
 
@@ -217,15 +220,94 @@ impl Reader {
         self.check_indices(indices)?;
         let itemsize = self.stored.schema.dtype.itemsize() as u64;
         layout.start(indices.len(), ndim);
-        for (k, &i) in indices.iter().enumerate() {
-            if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
-                self.meta.prefetch(ahead, ndim);
+        let threads = self.threads();
+        if threads < 2 || ndim == 0 || indices.len() < 2 * LAYOUT_PER_TASK {
+            for (k, &i) in indices.iter().enumerate() {
+                if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
+                    self.meta.prefetch(ahead, ndim);
+                }
+                self.with_ragged_shape(i, |dims, entry| {
+                    layout.push(dims, u64::from(entry.logical_len) / itemsize);
+                })?;
             }
-            self.with_ragged_shape(i, |dims, entry| {
-                layout.push(dims, u64::from(entry.logical_len) / itemsize);
-            })?;
+            return layout.finish(itemsize);
         }
+        self.ragged_layout_parallel(indices, layout, ndim, threads)?;
         layout.finish(itemsize)
+    }
+
+    /// The lookups of [`Reader::ragged_layout_into`] on the caller and the pool: each
+    /// record's entry and shape are cache misses at random places, a quarter of a
+    /// small-record gather's time on one thread, so on the caller alone they capped
+    /// two threads at 1.6x one (W3). Each task writes its records' dims and element
+    /// counts into its own part of the layout; the offsets are summed after.
+    fn ragged_layout_parallel(
+        &self,
+        indices: &[u64],
+        layout: &mut RaggedLayout,
+        ndim: usize,
+        threads: usize,
+    ) -> Result<()> {
+        let n = indices.len();
+        let itemsize = self.stored.schema.dtype.itemsize() as u64;
+        layout.cu_seqlens.resize(n + 1, 0);
+        layout.shapes.resize(n * ndim, 0);
+        // Two tasks per thread, so a helper that wakes late still takes a share.
+        let per_task = n.div_ceil(2 * threads).max(LAYOUT_PER_TASK);
+        let tasks = n.div_ceil(per_task);
+        // Each task stops at its first bad record, and the lowest of those is kept:
+        // the error a layout on one thread reports. (A mutex, not a slot per task:
+        // a layout allocates nothing.)
+        let first_bad: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+        let parts = indices
+            .chunks(per_task)
+            .zip(layout.cu_seqlens[1..].chunks_mut(per_task))
+            .zip(layout.shapes.chunks_mut(per_task * ndim))
+            .enumerate();
+        exec::run(
+            self.opened_with.pool.get(),
+            tasks,
+            threads - 1,
+            parts,
+            &exec::Never,
+            |(t, ((part, counts), shapes)), _| {
+                for (k, &i) in part.iter().enumerate() {
+                    if let Some(&ahead) = part.get(k + LAYOUT_AHEAD) {
+                        self.meta.prefetch(ahead, ndim);
+                    }
+                    let looked_up = self.with_ragged_shape(i, |dims, entry| {
+                        let slot = &mut shapes[k * ndim..(k + 1) * ndim];
+                        for (s, d) in slot.iter_mut().zip(dims.chunks_exact(4)) {
+                            *s = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                        }
+                        counts[k] = u64::from(entry.logical_len) / itemsize;
+                    });
+                    if let Err(e) = looked_up {
+                        let at = t * per_task + k;
+                        let mut bad = first_bad.lock().unwrap_or_else(PoisonError::into_inner);
+                        if bad.as_ref().is_none_or(|(b, _)| at < *b) {
+                            *bad = Some((at, e));
+                        }
+                        break;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        if let Some((_, e)) = first_bad
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(e);
+        }
+        let mut total = 0u64;
+        for c in &mut layout.cu_seqlens[1..] {
+            total = total
+                .checked_add(*c)
+                .ok_or(Error::InvalidArgument(ArgumentError::BatchTooLarge))?;
+            *c = total;
+        }
+        Ok(())
     }
 
     /// See [`Store::gather_ragged_into`](crate::Store::gather_ragged_into).
