@@ -98,9 +98,10 @@ def index_batches(n: int, rng: np.random.Generator) -> list:
     return [rng.integers(0, n, BATCH).astype(np.uint64) for _ in range(max(64, 2 * n // BATCH))]
 
 
-def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16) -> dict:
+def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16, gap_us: float = 0.0) -> dict:
     """Per-call seconds of every contender, in alternating rounds until each has
-    accumulated `seconds`; 5 untimed warm-up calls each first."""
+    accumulated `seconds`; 5 untimed warm-up calls each first. With `gap_us`, a busy
+    wait that long before every call: work between gathers, as a training step."""
     times: dict = {k: [] for k in contenders}
     total = dict.fromkeys(contenders, 0.0)
     for fn in contenders.values():
@@ -115,6 +116,10 @@ def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16) -> 
             while total[name] < goal:
                 idx = batches[k % len(batches)]
                 k += 1
+                if gap_us:
+                    until = time.perf_counter() + gap_us * 1e-6
+                    while time.perf_counter() < until:
+                        pass
                 t0 = time.perf_counter()
                 fn(idx)
                 dt = time.perf_counter() - t0
@@ -123,7 +128,7 @@ def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16) -> 
     return {name: np.array(t) for name, t in times.items()}
 
 
-def rates(times: dict, batch_bytes: np.ndarray | float, base: str) -> dict:
+def rates(times: dict, base: str) -> dict:
     """Mean records/s and MiB/s per contender, and each one's ratio to `base`."""
     out = {}
     for name, t in times.items():
@@ -141,7 +146,7 @@ def lx_view(path: str, dense: bool):
     return store.bind(loaderx.Allocator("cpu")), store
 
 
-def bench_w2(d: str, n: int, seconds: float, rng, check: bool) -> dict:
+def bench_w2(d: str, n: int, seconds: float, rng, check: bool, gap_us: float = 0.0) -> dict:
     data = w2_tokens(n, rng)
     zr, npy, lxp = (os.path.join(d, f"w2.{x}") for x in ("zr", "npy", "lx"))
     with zring.DenseWriter(zr, np.int32, (512,), codec="raw", overwrite=True) as w:
@@ -172,10 +177,11 @@ def bench_w2(d: str, n: int, seconds: float, rng, check: bool) -> dict:
         assert np.array_equal(np.asarray(got), data[batches[0].astype(np.int64)]), name
     if check:
         return {"records": n}
-    return {"records": n, "gather": rates(interleaved(contenders, batches, seconds), 0, "numpy")}
+    times = interleaved(contenders, batches, seconds, gap_us=gap_us)
+    return {"records": n, "gather": rates(times, "numpy")}
 
 
-def bench_w3(d: str, n: int, seconds: float, rng, check: bool) -> dict:
+def bench_w3(d: str, n: int, seconds: float, rng, check: bool, gap_us: float = 0.0) -> dict:
     lens = w3_lengths(n, rng)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
@@ -219,8 +225,8 @@ def bench_w3(d: str, n: int, seconds: float, rng, check: bool) -> dict:
         assert np.array_equal(got, want), name
     if check:
         return {"records": n}
-    times = interleaved(contenders, batches, seconds)
-    return {"records": n, "mean_bytes": float(lens.mean() * 4), "gather": rates(times, 0, "numpy")}
+    times = interleaved(contenders, batches, seconds, gap_us=gap_us)
+    return {"records": n, "mean_bytes": float(lens.mean() * 4), "gather": rates(times, "numpy")}
 
 
 def read_back(name: str, path: str, n: int) -> np.ndarray:
@@ -283,6 +289,7 @@ def main() -> None:
     ap.add_argument("--w2-records", type=int, default=200_000)
     ap.add_argument("--w3-records", type=int, default=400_000)
     ap.add_argument("--write-rounds", type=int, default=4, help="rounds of W2 writes (0: none)")
+    ap.add_argument("--gap-us", type=float, default=0.0, help="busy wait before every gather call (work between steps)")
     ap.add_argument("--check", action="store_true", help="tiny sizes: check every output, time nothing")
     ap.add_argument("--json", help="also write the results to this file")
     a = ap.parse_args()
@@ -292,8 +299,9 @@ def main() -> None:
         a.w2_records, a.w3_records = 2_000, 4_000
     res = {
         "loaderx": getattr(loaderx, "__version__", None),
-        "w2": bench_w2(a.dir, a.w2_records, a.seconds, rng, a.check),
-        "w3": bench_w3(a.dir, a.w3_records, a.seconds, rng, a.check),
+        "gap_us": a.gap_us,
+        "w2": bench_w2(a.dir, a.w2_records, a.seconds, rng, a.check, a.gap_us),
+        "w3": bench_w3(a.dir, a.w3_records, a.seconds, rng, a.check, a.gap_us),
     }
     if a.write_rounds or a.check:
         res["w2_writes"] = bench_writes(a.dir, a.w2_records, a.write_rounds, rng, a.check)

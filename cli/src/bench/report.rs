@@ -536,7 +536,8 @@ fn baseline_what(b: &Baseline) -> String {
         }
     };
     format!(
-        "the gathers' first 64 batches' records {how} out of a mapping of the store file \
+        "the records of the gathers' first batches (at least 64, and warm at least 256 MiB \
+         of records) {how} out of a mapping of the store file \
          into their slots of a batch-sized aligned buffer, the next record prefetched, {} \
          thread(s) side by side, no checksums, no per-batch synchronisation",
         b.threads
