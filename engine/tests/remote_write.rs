@@ -243,3 +243,66 @@ fn gc_at_a_url_removes_old_manifests_and_unnamed_stores_only() {
     let ds = Dataset::open(&url, ReadOptions::default()).expect("open");
     assert_eq!(common::labels_at(&ds, &[0, 9]), vec![100, 109]);
 }
+
+/// A store written to a URL is handed to the cache as its whole-object entry once
+/// uploaded, so opening it on the same machine downloads nothing; without a cache,
+/// or with one too small to keep it whole, nothing is put there and it is fetched.
+#[test]
+fn a_store_written_to_a_url_is_cached_whole_and_opens_without_a_download() {
+    use zring_engine::remote::{CacheOptions, RemoteOptions};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let width = 64 << 10;
+    let data = common::dense_records(320, width, 5, |_| true);
+    let schema = Schema::dense(DType::U8, &[width as u64]);
+    let entries = |cache: &Path| -> usize {
+        walk(cache)
+            .iter()
+            .filter(|p| p.file_name().is_some_and(|n| n == "object"))
+            .count()
+    };
+    let stats = |url: &str, cache: &Path| {
+        let read = RemoteOptions::default().cache(CacheOptions::new(cache, 1 << 30));
+        let s = Store::open(url, ReadOptions::default().remote(read)).expect("open");
+        let got = s.gather_vec(&[0, 319]).expect("gather");
+        assert_eq!(&got[..width], &data[..width]);
+        assert_eq!(&got[width..], &data[319 * width..]);
+        s.remote_stats().expect("remote stats")
+    };
+    for (name, bound, seeded) in [
+        ("kept.zr", 1u64 << 30, true),
+        ("too-big.zr", 20 << 20, false),
+    ] {
+        let cache = dir.path().join(format!("cache-{name}"));
+        let mut opts = raw();
+        opts.remote = RemoteOptions::default().cache(CacheOptions::new(&cache, bound));
+        let url = url_of(&dir.path().join(name));
+        let stage = write(&url, &schema, opts, &data).expect("write");
+        assert!(!stage.exists(), "the staging directory is removed");
+        assert_eq!(entries(&cache), usize::from(seeded), "{name}");
+        if seeded {
+            let st = stats(&url, &cache);
+            assert_eq!((st.whole_fetches, st.whole_hits), (0, 1), "{name}");
+        }
+    }
+    // The cache switched off for the writer: the first open downloads the store.
+    let cache = dir.path().join("cache-off");
+    let mut opts = raw();
+    opts.remote = RemoteOptions::default().no_cache(true);
+    let url = url_of(&dir.path().join("uncached.zr"));
+    write(&url, &schema, opts, &data).expect("write");
+    let st = stats(&url, &cache);
+    assert_eq!((st.whole_fetches, st.whole_hits), (1, 0));
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        match p.is_dir() {
+            true => out.extend(walk(&p)),
+            false => out.push(p),
+        }
+    }
+    out
+}

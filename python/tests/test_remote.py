@@ -277,6 +277,49 @@ def test_the_cache_is_on_by_default_in_the_users_cache_directory(s3: S3, tmp_pat
     assert run(code=explicit_off)["cache_hits"] == 0 and len(s3.proxy.gets(key)) >= 1
 
 
+CONVERTER = """
+import json, sys, numpy as np, zring
+cols = {"x": np.arange(300 * 6, dtype=np.float32).reshape(300, 2, 3), "t": [np.arange(i % 9) for i in range(300)]}
+ds = zring.write_dataset(sys.argv[1], cols, shard_records=64, codec="zstd")
+np.testing.assert_array_equal(ds.gather(slice(None))["x"], cols["x"])
+print(json.dumps(ds.store_paths()))
+"""
+
+
+def test_a_dataset_written_at_a_url_is_read_back_from_the_cache_without_a_download(s3: S3, tmp_path: Path) -> None:
+    """The stores a conversion uploads become the default cache's whole-object
+    entries: the dataset write_dataset returns, and a later process on the machine,
+    read them without fetching a byte of them back; with the cache off every store
+    is fetched."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ZRING_NO_CACHE", "ZRING_CACHE_DIR")}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    cache = tmp_path / "xdg" / "zring" / "remote"
+
+    def convert(url: str, no_cache: str | None = None) -> list[str]:
+        e = dict(env, **({"ZRING_NO_CACHE": no_cache} if no_cache else {}))
+        out = subprocess.run([sys.executable, "-c", CONVERTER, url], capture_output=True, text=True, timeout=120, env=e)
+        assert out.returncode == 0, out.stderr
+        keys: list[str] = [p.split(f"{BUCKET}/", 1)[1] for p in json.loads(out.stdout)]
+        return keys
+
+    # Each new store's tail is read once by the builder's check before publishing;
+    # beyond that, nothing of a store comes back.
+    s3.proxy.clear()
+    keys = convert(f"s3://{BUCKET}/seeded/ds")
+    assert len(keys) == 10 and len(list(cache.rglob("object"))) == 10  # 5 shards of 2 fields
+    assert {k: len(s3.proxy.gets(k)) for k in keys} == dict.fromkeys(keys, 1)
+    s3.proxy.clear()
+    reader = "import sys, zring; zring.open_dataset(sys.argv[1]).gather(slice(None))"
+    out = subprocess.run([sys.executable, "-c", reader, f"s3://{BUCKET}/seeded/ds"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert [k for k in keys if s3.proxy.gets(k)] == [], "a store was fetched by a later process"
+    s3.proxy.clear()
+    off = convert(f"s3://{BUCKET}/unseeded/ds", no_cache="1")
+    assert len(list(cache.rglob("object"))) == 10
+    assert all(len(s3.proxy.gets(k)) > 1 for k in off), "without a cache the stores are read remotely"
+
+
 # ---------------------------------------------------------------------------------
 # Whole-object cache entries.
 

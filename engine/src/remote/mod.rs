@@ -72,7 +72,7 @@ pub(crate) use open::{fetch_tail, TAIL};
 #[cfg(feature = "remote")]
 pub(crate) use upload::{exists, put, upload};
 #[cfg(feature = "remote")]
-pub(crate) use whole::{open as open_whole, Origin};
+pub(crate) use whole::{open as open_whole, seed as seed_whole, Origin};
 
 /// The object_store crate zring is built with (for [`Connector::from_store`]).
 #[cfg(feature = "remote")]

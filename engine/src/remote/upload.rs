@@ -44,6 +44,12 @@ pub(crate) fn exists(conn: &Connector) -> Result<bool> {
 /// no object is there (create-if-absent): `Ok(false)` when one is, and nothing
 /// changes.
 pub(crate) fn put(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<bool> {
+    Ok(put_tagged(conn, bytes, overwrite)?.is_some())
+}
+
+/// [`put`], answering the new object's ETag (`Some(None)`: put, but the store gave
+/// no ETag) or `None` when an object was there.
+fn put_tagged(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<Option<Option<String>>> {
     let store = conn.store()?;
     let location = conn.location.clone();
     let mode = if overwrite {
@@ -61,23 +67,23 @@ pub(crate) fn put(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<b
             .await
     })?;
     match put {
-        Ok(_) => Ok(true),
-        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Ok(done) => Ok(Some(done.e_tag)),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(None),
         Err(e) => Err(conn.site().err("uploading", e)),
     }
 }
 
-/// Uploads the file at `local` as the object at `conn`. Without `overwrite`, an
-/// object that already exists is an error (`AlreadyExists`): atomically for a
-/// single-part object (a create-if-absent PUT); for a multipart upload, by a check
-/// just before the upload starts (multipart completion cannot be conditional in
-/// object_store).
+/// Uploads the file at `local` as the object at `conn`; answers the object's ETag
+/// when the store gives one. Without `overwrite`, an object that already exists is
+/// an error (`AlreadyExists`): atomically for a single-part object (a
+/// create-if-absent PUT); for a multipart upload, by a check just before the upload
+/// starts (multipart completion cannot be conditional in object_store).
 pub(crate) fn upload(
     conn: &Connector,
     local: &Path,
     overwrite: bool,
     opts: &RemoteOptions,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let io = |what, e| Error::io(local, what, e);
     let mut file = File::open(local).map_err(|e| io("reading the staged store", e))?;
     let len = file
@@ -91,10 +97,7 @@ pub(crate) fn upload(
         let mut bytes = Vec::with_capacity(len as usize);
         file.read_to_end(&mut bytes)
             .map_err(|e| io("reading the staged store", e))?;
-        return match put(conn, bytes, overwrite)? {
-            true => Ok(()),
-            false => Err(taken()),
-        };
+        return put_tagged(conn, bytes, overwrite)?.ok_or_else(taken);
     }
     if !overwrite && exists(conn)? {
         return Err(taken());
@@ -129,7 +132,7 @@ pub(crate) fn upload(
         parts.finish().await.map_err(UploadError::Remote)
     })?;
     match done {
-        Ok(_) => Ok(()),
+        Ok(done) => Ok(done.e_tag),
         Err(UploadError::Local(e)) => Err(io("reading the staged store", e)),
         Err(UploadError::Remote(e)) => Err(conn.site().err("uploading the store", e)),
     }

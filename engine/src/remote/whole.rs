@@ -119,6 +119,58 @@ pub(crate) fn open<T>(
     Ok(Some((store, origin)))
 }
 
+/// Puts the store file `local`, just uploaded as the object at `conn` with the ETag
+/// `uploaded`, into the cache as that object's whole-object entry, as if it had been
+/// downloaded: the dataset a conversion to a URL returns, and every later open on
+/// this machine, then read it locally instead of fetching back what was just sent.
+/// The file is moved (copied across file systems). Best effort and silent: no cache,
+/// an object the cache would not keep whole, a store that gives no ETag, or an
+/// object that is no longer the one uploaded (another writer replaced it since:
+/// its ETag differs) leave the cache as it was, and `local` where it was.
+pub(crate) fn seed(conn: &Connector, opts: &RemoteOptions, local: &Path, uploaded: Option<&str>) {
+    let Some(uploaded) = uploaded else {
+        return;
+    };
+    let Ok(Some(copts)) = opts.effective_cache() else {
+        return;
+    };
+    let Ok(len) = fs::metadata(local).map(|m| m.len()) else {
+        return;
+    };
+    if len < 2 * BLOCK as u64 || !copts.caches_whole(len) {
+        return;
+    }
+    let Ok(meta) = head(conn) else {
+        return;
+    };
+    let version = Version::of(&meta);
+    if version.size != len || version.e_tag.as_deref() != Some(uploaded) {
+        return;
+    }
+    let Ok(cache) = Cache::open(&copts) else {
+        return;
+    };
+    let dir = cache.whole_dir(&conn.url.to_string_lossy(), &version.key());
+    let entry = dir.join(ENTRY);
+    let Ok(lock) = cache.lock_whole(&dir) else {
+        return;
+    };
+    if entry.exists() || fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let tmp = cache.temp_path(&entry);
+    // The staged file was made durable when it was published; a copy is made
+    // durable before it is visible, as a download is.
+    let moved = fs::rename(local, &tmp).is_ok()
+        || (fs::copy(local, &tmp).is_ok() && File::open(&tmp).and_then(|f| f.sync_data()).is_ok());
+    if !moved || fs::rename(&tmp, &entry).is_err() {
+        let _ = fs::remove_file(&tmp);
+        return;
+    }
+    drop(lock);
+    cache.wrote(len);
+}
+
 /// The object's metadata (size and version), from one HEAD.
 fn head(conn: &Connector) -> Result<ObjectMeta> {
     let store = conn.store()?;

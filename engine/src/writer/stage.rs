@@ -1,8 +1,9 @@
 //! A store bound for a URL: written and published in a private staging directory
 //! (the same crash-safe local path as any store), then uploaded as one object by
-//! `close`, which appears complete or not at all. The staging directory is removed
-//! when the writer is done, whatever happened; one left by a killed process is
-//! removed by the next writer that finds its process gone.
+//! `close`, which appears complete or not at all. Once uploaded, the file becomes
+//! the object's whole-object cache entry where the cache keeps it whole. The staging
+//! directory is removed when the writer is done, whatever happened; one left by a
+//! killed process is removed by the next writer that finds its process gone.
 //!
 //! Staging in `$TMPDIR` (not in memory) keeps the writer's memory what it is for a
 //! local store; the upload's is a few parts. The disk needs room for the store.
@@ -75,10 +76,14 @@ impl Staged {
         &self.file
     }
 
-    /// Uploads the published staged store.
+    /// Uploads the published staged store, then hands the file to the cache as the
+    /// object's whole-object entry (when the cache would keep it whole), so that
+    /// reading it back on this machine does not download it.
     #[cfg(feature = "remote")]
     pub(super) fn upload(&self) -> Result<()> {
-        crate::remote::upload(&self.conn, &self.file, self.overwrite, &self.remote)
+        let e_tag = crate::remote::upload(&self.conn, &self.file, self.overwrite, &self.remote)?;
+        crate::remote::seed_whole(&self.conn, &self.remote, &self.file, e_tag.as_deref());
+        Ok(())
     }
 
     #[cfg(not(feature = "remote"))]
