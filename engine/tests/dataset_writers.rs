@@ -232,3 +232,37 @@ fn shards_written_under_names_of_their_own_are_added_and_bad_names_refused() {
     let d = Dataset::open(&ds, ReadOptions::default()).unwrap();
     assert_eq!(d.len(), 4);
 }
+
+/// `add_shards` checks many new shards' stores side by side: the same dataset as
+/// adding them one at a time; a wrong count names the first bad shard, and nothing
+/// is added then.
+#[test]
+fn shards_added_together_are_checked_and_a_bad_one_adds_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let mut b = DatasetBuilder::create(&ds, fields(), false).unwrap();
+    let shards: Vec<Vec<i64>> = (0..40)
+        .map(|s| (s * 100..s * 100 + s % 7 + 1).collect())
+        .collect();
+    for (k, ids) in shards.iter().enumerate() {
+        write_ids(&b.shard_paths(k).remove(0), ids);
+    }
+    let counts: Vec<u64> = shards.iter().map(|s| s.len() as u64).collect();
+    // Shards 21 and 33 claim a record too many: shard 21 is named, none is added.
+    let mut wrong = counts.clone();
+    wrong[21] += 1;
+    wrong[33] += 1;
+    match b.add_shards(&wrong) {
+        Err(Error::Manifest {
+            problem: ManifestProblem::Store(m),
+            ..
+        }) => assert_eq!(m.shard, 21, "{m:?}"),
+        other => panic!("expected shard 21's mismatch, got {other:?}"),
+    }
+    assert_eq!(b.added(), 0);
+    b.add_shards(&counts).unwrap();
+    assert_eq!(b.added(), 40);
+    b.publish().unwrap();
+    let want: Vec<i64> = shards.concat();
+    assert_eq!(ids_of(&ds), (1, want));
+}

@@ -687,6 +687,12 @@ impl PyDatasetBuilder {
         self.adding(py, move |b| b.add_shard(records))
     }
 
+    /// Adds the next new shards, `records[i]` records each, their stores checked
+    /// side by side (at a URL, each check is a round trip or two).
+    fn add_shards(&self, py: Python<'_>, records: Vec<u64>) -> PyResult<()> {
+        self.adding(py, move |b| b.add_shards(&records))
+    }
+
     /// Adds the next new shard from stores already written under `files` (one per
     /// field, relative to the dataset, under its `data/` directory; names of the
     /// caller's own), holding `records` records each.

@@ -787,9 +787,7 @@ def write_dataset(
                         raise error
             if pending:
                 submit(pending)
-        counts = [f.result() for f in futures]
-        for c in counts:
-            builder.add_shard(c)
+        builder.add_shards([f.result() for f in futures])
         version = builder.publish()
     finally:
         if bar is not None:
