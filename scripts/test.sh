@@ -312,6 +312,7 @@ if full_step "python benches once in check mode (tiny data, every output checked
     export PATH="$VENV/bin:$PATH"
     python python/bench/bench_gather.py --check --dir "$BENCH_TMP/gather"
     python python/bench/bench_small.py --check --dir "$BENCH_TMP/small"
+    python python/bench/bench_upload.py --check --dir "$BENCH_TMP/upload"
     python python/bench/bench_torch.py --check --dir "$BENCH_TMP/torch"
     python python/bench/profile_torch_batch.py --check --dir "$BENCH_TMP"
     python python/bench/bench_datasets.py --check --workdir "$BENCH_TMP"
