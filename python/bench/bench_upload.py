@@ -44,7 +44,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_datasets import make_images, make_tokens  # noqa: E402
+from bench_datasets import CHILD as LOCAL_CHILD, make_images, make_tokens  # noqa: E402
 from bench_remote import BUCKET, Proxy, Server, env_for, find_s3s  # noqa: E402
 
 # Each child prints the seconds from after its imports to the end of its upload (the
@@ -67,27 +67,18 @@ zd.from_parquet(sys.argv[1], f"s3://{sys.argv[2]}/{sys.argv[3]}", codec="zstd", 
                 workers=2, progress=False)
 print(time.perf_counter() - t0)
 """,
-    "mds": """
-import sys, time, tempfile, numpy as np, pyarrow.parquet as pq
-from streaming import MDSWriter
-t0 = time.perf_counter()
-kind = sys.argv[4]
-cols = {"tokens": "ndarray:int32"} if kind == "tokens" else {"image": "bytes"}
-with tempfile.TemporaryDirectory() as local:
-    with MDSWriter(out=(local, f"s3://{sys.argv[2]}/{sys.argv[3]}"), columns=cols,
-                   compression="zstd:3", progress_bar=False) as w:
-        for rb in pq.ParquetFile(sys.argv[1]).iter_batches(batch_size=1024):
-            col = rb.column(0)
-            if kind == "tokens":
-                offs = np.asarray(col.offsets); vals = col.values.to_numpy()
-                for i in range(len(col)):
-                    w.write({"tokens": vals[offs[i]:offs[i + 1]]})
-            else:
-                for v in col:
-                    w.write({"image": v.as_py()})
-print(time.perf_counter() - t0)
-""",
 }
+
+
+# bench_datasets' MDSWriter child with a (local, remote) destination: argv is
+# (parquet, s3 URL, kind, local staging directory).
+CHILD["mds"] = (
+    LOCAL_CHILD["mds"]
+    .replace("from streaming import MDSWriter\n", "from streaming import MDSWriter\nimport time\nt0 = time.perf_counter()\n")
+    .replace("out=sys.argv[2]", "out=(sys.argv[4], sys.argv[2])")
+    + "print(time.perf_counter() - t0)\n"
+)
+assert "t0 = time" in CHILD["mds"] and "sys.argv[4]" in CHILD["mds"]
 
 
 def have(module: str) -> bool:
@@ -176,6 +167,9 @@ def main() -> int:
                         with open(blob, "wb") as f:
                             f.write(np.random.default_rng(r).bytes(size))
                         secs, whole = run(c, [blob, BUCKET, prefix + "/blob"], env, 600)
+                    elif c == "mds":
+                        local = tempfile.mkdtemp(dir=d)
+                        secs, whole = run(c, [src, f"s3://{BUCKET}/{prefix}", name, local], env, 1800)
                     else:
                         secs, whole = run(c, [src, BUCKET, prefix, name], env, 1800)
                     up = prefix_bytes(s3, prefix)
