@@ -220,8 +220,13 @@ impl Reader {
         self.check_indices(indices)?;
         let itemsize = self.stored.schema.dtype.itemsize() as u64;
         layout.start(indices.len(), ndim);
-        let threads = self.threads();
-        if threads < 2 || ndim == 0 || indices.len() < 2 * LAYOUT_PER_TASK {
+        // The batch's size first: a small layout never asks for the pool (whose first
+        // use starts it, which a process forked meanwhile must not wait for).
+        let threads = match ndim == 0 || indices.len() < 2 * LAYOUT_PER_TASK {
+            true => 1,
+            false => self.threads(),
+        };
+        if threads < 2 {
             for (k, &i) in indices.iter().enumerate() {
                 if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
                     self.meta.prefetch(ahead, ndim);
