@@ -166,13 +166,7 @@ impl DatasetBuilder {
     /// Adds the next new shard (number `added()`), whose stores hold `records`
     /// records each; checks every store against its field's schema and the count.
     pub fn add_shard(&mut self, records: u64) -> Result<()> {
-        let k = self.added.len();
-        let files = self
-            .fields
-            .iter()
-            .map(|f| self.relative(k, &f.name))
-            .collect();
-        self.add(records, files)
+        self.add_shards(&[records])
     }
 
     /// Adds the next new shard from stores already written under the names `files`
@@ -214,7 +208,7 @@ impl DatasetBuilder {
                 return Err(problem(format!("{f:?} is already a store of this dataset")));
             }
         }
-        self.add(records, files)
+        self.add(vec![(records, files)])
     }
 
     /// Adds the next new shards, `records[i]` records each in shard `added() + i`,
@@ -224,26 +218,34 @@ impl DatasetBuilder {
     /// 0.1 s per store on a 10 ms link. On an error nothing is added.
     pub fn add_shards(&mut self, records: &[u64]) -> Result<()> {
         let first = self.added.len();
-        let shards: Vec<(usize, u64, Vec<String>)> = records
+        let shards = records
             .iter()
             .enumerate()
             .map(|(i, &n)| {
-                let k = first + i;
                 let files = self
                     .fields
                     .iter()
-                    .map(|f| self.relative(k, &f.name))
+                    .map(|f| self.relative(first + i, &f.name))
                     .collect();
-                (k, n, files)
+                (n, files)
             })
             .collect();
+        self.add(shards)
+    }
+
+    /// Checks the stores of the next new shards, `(records, files)` each, and adds
+    /// them, or none if one fails (the first failing store in shard and field order
+    /// is the error, as one at a time).
+    fn add(&mut self, shards: Vec<(u64, Vec<String>)>) -> Result<()> {
+        let first = self.added.len();
         let checks: Vec<(usize, u64, &Field, &String)> = shards
             .iter()
-            .flat_map(|(k, n, files)| {
+            .enumerate()
+            .flat_map(|(i, (n, files))| {
                 self.fields
                     .iter()
                     .zip(files)
-                    .map(move |(f, rel)| (*k, *n, f, rel))
+                    .map(move |(f, rel)| (first + i, *n, f, rel))
             })
             .collect();
         let this = &*self;
@@ -258,21 +260,11 @@ impl DatasetBuilder {
                     .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                     .collect()
             });
-            // The first failing store in shard and field order, as one at a time.
             results.into_iter().collect::<Result<Vec<()>>>()?;
         }
-        for (_, records, files) in shards {
+        for (records, files) in shards {
             self.added.push(Shard { records, files });
         }
-        Ok(())
-    }
-
-    fn add(&mut self, records: u64, files: Vec<String>) -> Result<()> {
-        let k = self.added.len();
-        for (f, rel) in self.fields.iter().zip(&files) {
-            self.check_new(k, records, f, rel)?;
-        }
-        self.added.push(Shard { records, files });
         Ok(())
     }
 

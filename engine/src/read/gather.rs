@@ -54,10 +54,7 @@ impl RaggedLayout {
 
     /// Appends one record: its dims (little-endian u32 each) and element count.
     pub(crate) fn push(&mut self, dims: &[u8], elems: u64) {
-        self.shapes.extend(
-            dims.chunks_exact(4)
-                .map(|d| u32::from_le_bytes([d[0], d[1], d[2], d[3]])),
-        );
+        self.shapes.extend(dims_of(dims));
         let last = self.cu_seqlens.last().copied().unwrap_or(0);
         self.cu_seqlens.push(last + elems);
     }
@@ -71,6 +68,12 @@ impl RaggedLayout {
             .ok_or(Error::InvalidArgument(ArgumentError::BatchTooLarge))?;
         Ok(())
     }
+}
+
+/// A record's dims, stored as little-endian u32s.
+fn dims_of(dims: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    dims.chunks_exact(4)
+        .map(|d| u32::from_le_bytes([d[0], d[1], d[2], d[3]]))
 }
 
 /// A gathered ragged batch: the values of all records back to back, their element
@@ -227,18 +230,34 @@ impl Reader {
             false => self.threads(),
         };
         if threads < 2 {
-            for (k, &i) in indices.iter().enumerate() {
-                if let Some(&ahead) = indices.get(k + LAYOUT_AHEAD) {
-                    self.meta.prefetch(ahead, ndim);
-                }
-                self.with_ragged_shape(i, |dims, entry| {
-                    layout.push(dims, u64::from(entry.logical_len) / itemsize);
-                })?;
-            }
+            self.look_up(indices, ndim, |_, dims, elems| layout.push(dims, elems))
+                .map_err(|(_, e)| e)?;
             return layout.finish(itemsize);
         }
         self.ragged_layout_parallel(indices, layout, ndim, threads)?;
         layout.finish(itemsize)
+    }
+
+    /// Looks up the records `part` for a ragged layout, the entries and shapes of
+    /// the next [`LAYOUT_AHEAD`] prefetched: `put(k, dims, elements)` for record `k`
+    /// of `part`, in order; stops at the first bad record with its place in `part`.
+    fn look_up(
+        &self,
+        part: &[u64],
+        ndim: usize,
+        mut put: impl FnMut(usize, &[u8], u64),
+    ) -> std::result::Result<(), (usize, Error)> {
+        let itemsize = self.stored.schema.dtype.itemsize() as u64;
+        for (k, &i) in part.iter().enumerate() {
+            if let Some(&ahead) = part.get(k + LAYOUT_AHEAD) {
+                self.meta.prefetch(ahead, ndim);
+            }
+            self.with_ragged_shape(i, |dims, entry| {
+                put(k, dims, u64::from(entry.logical_len) / itemsize);
+            })
+            .map_err(|e| (k, e))?;
+        }
+        Ok(())
     }
 
     /// The lookups of [`Reader::ragged_layout_into`] on the caller and the pool: each
@@ -254,7 +273,6 @@ impl Reader {
         threads: usize,
     ) -> Result<()> {
         let n = indices.len();
-        let itemsize = self.stored.schema.dtype.itemsize() as u64;
         layout.cu_seqlens.resize(n + 1, 0);
         layout.shapes.resize(n * ndim, 0);
         // Two tasks per thread, so a helper that wakes late still takes a share.
@@ -276,24 +294,18 @@ impl Reader {
             parts,
             &exec::Never,
             |(t, ((part, counts), shapes)), _| {
-                for (k, &i) in part.iter().enumerate() {
-                    if let Some(&ahead) = part.get(k + LAYOUT_AHEAD) {
-                        self.meta.prefetch(ahead, ndim);
+                let looked_up = self.look_up(part, ndim, |k, dims, elems| {
+                    let slot = &mut shapes[k * ndim..(k + 1) * ndim];
+                    for (s, d) in slot.iter_mut().zip(dims_of(dims)) {
+                        *s = d;
                     }
-                    let looked_up = self.with_ragged_shape(i, |dims, entry| {
-                        let slot = &mut shapes[k * ndim..(k + 1) * ndim];
-                        for (s, d) in slot.iter_mut().zip(dims.chunks_exact(4)) {
-                            *s = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
-                        }
-                        counts[k] = u64::from(entry.logical_len) / itemsize;
-                    });
-                    if let Err(e) = looked_up {
-                        let at = t * per_task + k;
-                        let mut bad = first_bad.lock().unwrap_or_else(PoisonError::into_inner);
-                        if bad.as_ref().is_none_or(|(b, _)| at < *b) {
-                            *bad = Some((at, e));
-                        }
-                        break;
+                    counts[k] = elems;
+                });
+                if let Err((k, e)) = looked_up {
+                    let at = t * per_task + k;
+                    let mut bad = first_bad.lock().unwrap_or_else(PoisonError::into_inner);
+                    if bad.as_ref().is_none_or(|(b, _)| at < *b) {
+                        *bad = Some((at, e));
                     }
                 }
                 Ok(())
