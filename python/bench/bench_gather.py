@@ -77,32 +77,44 @@ def warm(path: str) -> None:
             pass
 
 
-def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16) -> dict:
+def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16, gap_us: float = 0.0) -> dict:
     """Per-call seconds of every contender, timed in alternating rounds (so that the
     machine's drift hits all of them alike) until each accumulated `seconds`.
 
     A contender is fn(idx) (timed here around each call) or, for the Rust baseline,
-    a function of a list of index batches that returns its own per-call seconds."""
-    times = {k: [] for k in contenders}
+    a function of a list of index batches that returns its own per-call seconds.
+    Calls follow each other with O(1) bookkeeping between them: a gap between calls
+    lets the engine's helper threads park, and waking them is then timed too (a
+    sum over the growing list of times, once every 8 calls, was such a gap). With
+    `gap_us`, a busy wait that long precedes every Python call instead: work between
+    gathers, as a training step."""
+    times: dict = {k: [] for k in contenders}
+    total = dict.fromkeys(contenders, 0.0)
     for fn in contenders.values():  # warm-up: 5 batches each, untimed
         _run(fn, batches[:5])
     k = 0
     for r in range(rounds):
         for name, fn in contenders.items():
             goal = seconds * (r + 1) / rounds
-            while sum(times[name]) < goal:
+            while total[name] < goal:
                 chunk = [batches[(k + j) % len(batches)] for j in range(8)]
                 k += 8
-                times[name].extend(_run(fn, chunk))
+                got = _run(fn, chunk, gap_us)
+                times[name].extend(got)
+                total[name] += sum(got)
     return {name: np.array(t) for name, t in times.items()}
 
 
-def _run(fn, chunk) -> list:
+def _run(fn, chunk, gap_us: float = 0.0) -> list:
     if getattr(fn, "rust", False):
         return fn(chunk)
     clock = getattr(fn, "clock", time.perf_counter)
     out = []
     for idx in chunk:
+        if gap_us:
+            until = time.perf_counter() + gap_us * 1e-6
+            while time.perf_counter() < until:
+                pass
         t0 = clock()
         fn(idx)
         out.append(clock() - t0)

@@ -39,11 +39,15 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 
 import numpy as np
 
 import zring
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gather import interleaved, zipf_tokens  # noqa: E402
 
 try:  # the peer is optional: without it, its rows are left out
     import loaderx
@@ -53,11 +57,6 @@ except ImportError:
 
 BATCH = 256
 APPEND = 4096
-
-
-def w2_tokens(n: int, rng: np.random.Generator) -> np.ndarray:
-    """(n, 512) int32 ids over a 50k vocabulary, Zipf-distributed."""
-    return ((rng.zipf(1.1, (n, 512)) - 1) % 50_000).astype(np.int32)
 
 
 def w3_lengths(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -98,36 +97,6 @@ def index_batches(n: int, rng: np.random.Generator) -> list:
     return [rng.integers(0, n, BATCH).astype(np.uint64) for _ in range(max(64, 2 * n // BATCH))]
 
 
-def interleaved(contenders: dict, batches, seconds: float, rounds: int = 16, gap_us: float = 0.0) -> dict:
-    """Per-call seconds of every contender, in alternating rounds until each has
-    accumulated `seconds`; 5 untimed warm-up calls each first. With `gap_us`, a busy
-    wait that long before every call: work between gathers, as a training step."""
-    times: dict = {k: [] for k in contenders}
-    total = dict.fromkeys(contenders, 0.0)
-    for fn in contenders.values():
-        for idx in batches[:5]:
-            fn(idx)
-    k = 0
-    for r in range(rounds):
-        for name, fn in contenders.items():
-            goal = seconds * (r + 1) / rounds
-            # Calls back to back, the bookkeeping O(1): a gap between calls lets the
-            # engine's helper threads park, and waking them is then timed too.
-            while total[name] < goal:
-                idx = batches[k % len(batches)]
-                k += 1
-                if gap_us:
-                    until = time.perf_counter() + gap_us * 1e-6
-                    while time.perf_counter() < until:
-                        pass
-                t0 = time.perf_counter()
-                fn(idx)
-                dt = time.perf_counter() - t0
-                times[name].append(dt)
-                total[name] += dt
-    return {name: np.array(t) for name, t in times.items()}
-
-
 def rates(times: dict, base: str) -> dict:
     """Mean records/s and MiB/s per contender, and each one's ratio to `base`."""
     out = {}
@@ -147,7 +116,7 @@ def lx_view(path: str, dense: bool):
 
 
 def bench_w2(d: str, n: int, seconds: float, rng, check: bool, gap_us: float = 0.0) -> dict:
-    data = w2_tokens(n, rng)
+    data = zipf_tokens(n, rng)
     zr, npy, lxp = (os.path.join(d, f"w2.{x}") for x in ("zr", "npy", "lx"))
     with zring.DenseWriter(zr, np.int32, (512,), codec="raw", overwrite=True) as w:
         w.append(data)
@@ -240,7 +209,7 @@ def read_back(name: str, path: str, n: int) -> np.ndarray:
 
 
 def bench_writes(d: str, n: int, rounds: int, rng, check: bool) -> dict:
-    data = w2_tokens(n, rng)
+    data = zipf_tokens(n, rng)
     mib = data.nbytes / (1 << 20)
 
     def zring_write(p):
