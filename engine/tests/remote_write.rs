@@ -1,6 +1,6 @@
-//! Stores written to URLs: built in a staging directory, uploaded by `close` as one
-//! object (a single PUT, or a multipart upload past one part), complete or not at
-//! all; an existing object is refused without `overwrite`; the staging directory is
+//! Stores written to URLs: built in a staging directory and uploaded as one object
+//! (a single PUT, or past one part a multipart upload whose parts go up while the
+//! store is written), complete or not at all; an existing object is refused without `overwrite`; the staging directory is
 //! gone afterwards, whatever happened. `file://` URLs go through object_store's
 //! local backend, multipart included (tests/remote.rs and the Python suite use an
 //! S3-compatible server).
@@ -79,6 +79,95 @@ fn a_store_larger_than_a_part_uploads_in_parts_and_reads_back() {
     assert!(dir.path().join("big.zr").is_file());
     check_reads_back(&url, &data, width);
     assert!(!stage.exists(), "the staging directory is removed");
+}
+
+/// Bytes under `dir` in files whose names start with `prefix`.
+fn bytes_named(dir: &Path, prefix: &str) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("list")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum()
+}
+
+/// Waits (up to 20 s) until the multipart upload to `<dir>/<name>` holds `bytes`:
+/// object_store's local backend writes the parts of an upload in progress into
+/// `<name>#<upload id>` beside the object.
+fn wait_for_parts(dir: &Path, name: &str, bytes: u64) {
+    let prefix = format!("{name}#");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while bytes_named(dir, &prefix) < bytes {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the parts of {name} did not go up before close ({} bytes)",
+            bytes_named(dir, &prefix)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn parts_go_up_while_the_store_is_written_and_an_abandoned_upload_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let width = 64 << 10;
+    // 20 MiB of noise: after one append two whole 8 MiB parts are final.
+    let data = common::dense_records(320, width, 6, |_| true);
+    let schema = Schema::dense(DType::U8, &[width as u64]);
+    let url = url_of(&dir.path().join("streamed.zr"));
+    let mut w = Writer::create(&url, schema.clone(), raw()).expect("create");
+    w.append_dense(&data).expect("append");
+    wait_for_parts(dir.path(), "streamed.zr", 16 << 20);
+    assert!(
+        !dir.path().join("streamed.zr").exists(),
+        "nothing is visible before close"
+    );
+    w.close().expect("close");
+    check_reads_back(&url, &data, width);
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["streamed.zr"], "only the object is left");
+
+    // A writer dropped (or failed) after parts went up aborts the upload.
+    let url = url_of(&dir.path().join("dropped.zr"));
+    let mut w = Writer::create(&url, schema, raw()).expect("create");
+    w.append_dense(&data).expect("append");
+    wait_for_parts(dir.path(), "dropped.zr", 16 << 20);
+    drop(w);
+    assert_eq!(bytes_named(dir.path(), "dropped.zr"), 0);
+    assert!(
+        std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .all(|e| !e.file_name().to_string_lossy().starts_with("dropped.zr")),
+        "the aborted upload leaves no file"
+    );
+}
+
+#[test]
+fn a_large_append_to_a_url_is_written_in_runs_into_the_same_bytes_as_a_local_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // ~24 MiB of 2-d ragged records in one append: the writer to a URL writes it a
+    // run of about one part at a time (sending the parts between runs); the store
+    // must be byte for byte the one a local writer makes of the same append.
+    let r = common::ragged_records(4_500, 2, DType::F32, 1_400, 11);
+    assert!(r.values.len() > 20 << 20, "{}", r.values.len());
+    let local = dir.path().join("local.zr");
+    common::write_ragged(&local, DType::F32, WriteOptions::default(), &r, 1).expect("local");
+    let remote = dir.path().join("remote.zr");
+    let url = url_of(&remote);
+    common::write_ragged(Path::new(&url), DType::F32, WriteOptions::default(), &r, 1)
+        .expect("to the URL");
+    assert!(
+        std::fs::read(&local).expect("read") == std::fs::read(&remote).expect("read"),
+        "the uploaded store differs from the local one"
+    );
+    let store = Store::open(&url, ReadOptions::default()).expect("open");
+    assert_eq!(store.len(), r.len() as u64);
+    store.verify().expect("every checksum");
 }
 
 #[test]

@@ -30,6 +30,9 @@ pub enum Allocation {
     /// The buffer that packs the records of one append (Python's writer).
     #[error("packing the records of an append")]
     AppendValues,
+    /// One part of a store's upload to object storage, read from the staged file.
+    #[error("a part of the store's upload")]
+    UploadPart,
 }
 
 /// The allocator's or operating system's refusal behind an

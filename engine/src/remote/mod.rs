@@ -22,8 +22,8 @@
 //!   to open as local files;
 //! - `open`: an object's tail (a store's footer and metadata) and its source;
 //! - `location`: objects under a URL prefix (where a dataset lives);
-//! - `upload`: a finished local file uploaded as one object (a conditional PUT, or
-//!   a multipart upload of parts in parallel), complete or not at all.
+//! - `upload`: a store uploaded as one object while it is written (a conditional
+//!   PUT, or a multipart upload of parts in parallel), complete or not at all.
 //!
 //! Everything but `options`, `plan` and `cache_entry` is behind the `remote` cargo
 //! feature.
@@ -70,7 +70,7 @@ pub use object::{Connector, RemoteStats};
 #[cfg(feature = "remote")]
 pub(crate) use open::{fetch_tail, TAIL};
 #[cfg(feature = "remote")]
-pub(crate) use upload::{exists, put, upload};
+pub(crate) use upload::{exists, put, PartUpload};
 #[cfg(feature = "remote")]
 pub(crate) use whole::{open as open_whole, seed as seed_whole, Origin};
 

@@ -1,22 +1,23 @@
-//! Uploading a finished local file as one object: a single conditional PUT when it
-//! fits in one part, else a multipart upload whose parts go up several at a time
-//! from a bounded buffer. Either way the object appears complete or not at all: a
-//! multipart upload is only visible once completed, and a failed one is aborted.
+//! Uploading a store as one object while it is written: a single conditional PUT
+//! when it fits in one part, else a multipart upload whose parts go up as soon as
+//! they are written, several at a time, from bounded memory. Either way the object
+//! appears complete or not at all: a multipart upload is only visible once
+//! completed, and a failed or abandoned one is aborted.
 
 use std::fs::File;
 use std::future::Future;
-use std::io::Read;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use object_store::retry::{RetryContext, RetryFailure, RetryPolicy};
 use object_store::{
     ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, WriteMultipart,
 };
 
-use crate::error::{Error, Result};
+use crate::error::{AllocFailure, Allocation, Error, InternalError, Result};
 
 use super::object::Connector;
 use super::options::RemoteOptions;
@@ -73,69 +74,162 @@ fn put_tagged(conn: &Connector, bytes: Vec<u8>, overwrite: bool) -> Result<Optio
     }
 }
 
-/// Uploads the file at `local` as the object at `conn`; answers the object's ETag
-/// when the store gives one. Without `overwrite`, an object that already exists is
-/// an error (`AlreadyExists`): atomically for a single-part object (a
-/// create-if-absent PUT); for a multipart upload, by a check just before the upload
-/// starts (multipart completion cannot be conditional in object_store).
-pub(crate) fn upload(
-    conn: &Connector,
-    local: &Path,
+/// One store's upload, fed while the store is written: each part goes up as soon as
+/// its bytes are final ([`PartUpload::send_ready`], from the writer after every
+/// append), several at a time, and [`PartUpload::finish`] sends the rest of the
+/// finished file and completes the upload. A store that ends up no larger than one
+/// part is a single conditional PUT instead. The object appears complete or not at
+/// all: a multipart upload is only visible once completed, and one that is dropped
+/// unfinished (a failed or abandoned writer) is aborted.
+///
+/// Memory: at most [`PARTS_IN_FLIGHT`] parts; the writer waits while that many are
+/// in flight, so a slow link slows the writer instead of growing its memory.
+pub(crate) struct PartUpload {
+    conn: Connector,
     overwrite: bool,
-    opts: &RemoteOptions,
-) -> Result<Option<String>> {
-    let io = |what, e| Error::io(local, what, e);
-    let mut file = File::open(local).map_err(|e| io("reading the staged store", e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| io("reading the staged store", e))?
-        .len();
-    let taken = || Error::AlreadyExists {
-        path: conn.url.clone(),
-    };
-    if len <= PART_BYTES as u64 {
-        let mut bytes = Vec::with_capacity(len as usize);
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io("reading the staged store", e))?;
-        return put_tagged(conn, bytes, overwrite)?.ok_or_else(taken);
-    }
-    if !overwrite && exists(conn)? {
-        return Err(taken());
-    }
-    let store = conn.store()?;
-    let location = conn.location.clone();
-    let retry = PutMultipartOptions::default().with_retry_policy(Arc::new(PartRetry::new(opts)));
-    let done = runtime::run(async move {
-        let upload = match store.put_multipart_opts(&location, retry).await {
-            Ok(u) => u,
-            Err(e) => return Err(UploadError::Remote(e)),
-        };
-        let mut parts = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut buf = vec![0u8; PART_BYTES];
-        loop {
-            // A blocking read on a runtime worker: the file was just written, so it
-            // is in the page cache, and the other worker drives the parts meanwhile.
-            let n = match read_full(&mut file, &mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) => {
-                    let _ = parts.abort().await;
-                    return Err(UploadError::Local(e));
-                }
-            };
-            if let Err(e) = parts.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                let _ = parts.abort().await;
-                return Err(UploadError::Remote(e));
-            }
-            parts.write(&buf[..n]);
+    retry: Arc<PartRetry>,
+    /// The multipart upload, from the first part sent until finished or aborted.
+    parts: Option<WriteMultipart>,
+    /// Bytes of the file handed to `parts` (whole parts until `finish`).
+    sent: u64,
+}
+
+impl PartUpload {
+    /// An upload to `conn` that has sent nothing yet. Without `overwrite`, an object
+    /// that exists when the upload would complete is an error (`AlreadyExists`):
+    /// atomically for a single-part object (a create-if-absent PUT); for a multipart
+    /// upload, by a check just before completion (object_store cannot make the
+    /// completion conditional).
+    pub(crate) fn new(conn: Connector, overwrite: bool, opts: &RemoteOptions) -> Self {
+        Self {
+            conn,
+            overwrite,
+            retry: Arc::new(PartRetry::new(opts)),
+            parts: None,
+            sent: 0,
         }
-        parts.finish().await.map_err(UploadError::Remote)
-    })?;
-    match done {
-        Ok(done) => Ok(done.e_tag),
-        Err(UploadError::Local(e)) => Err(io("reading the staged store", e)),
-        Err(UploadError::Remote(e)) => Err(conn.site().err("uploading the store", e)),
     }
+
+    /// Sends every whole part of `file` (at `path`, for messages) that lies below
+    /// `ready`, the end of the bytes that will not change, and was not sent yet. The
+    /// first such part starts the multipart upload: the finished file will be larger
+    /// than one part, since the store's metadata and footer follow `ready`.
+    pub(crate) fn send_ready(&mut self, file: &File, path: &Path, ready: u64) -> Result<()> {
+        while ready >= self.sent + PART_BYTES as u64 {
+            let part = read_part(file, path, self.sent, PART_BYTES)?;
+            self.send(part)?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is left of the finished file at `local` and completes the upload;
+    /// answers the object's ETag when the store gives one.
+    pub(crate) fn finish(&mut self, local: &Path) -> Result<Option<String>> {
+        let file =
+            File::open(local).map_err(|e| Error::io(local, "reading the staged store", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(local, "reading the staged store", e))?
+            .len();
+        if self.parts.is_none() && len <= PART_BYTES as u64 {
+            let bytes = read_part(&file, local, 0, len as usize)?;
+            return put_tagged(&self.conn, bytes, self.overwrite)?.ok_or_else(|| self.taken());
+        }
+        while self.sent < len {
+            let n = (len - self.sent).min(PART_BYTES as u64) as usize;
+            let part = read_part(&file, local, self.sent, n)?;
+            self.send(part)?;
+        }
+        let parts = self
+            .parts
+            .take()
+            .ok_or(Error::Internal(InternalError::Missing {
+                what: "the multipart upload of a store larger than one part",
+            }))?;
+        if !self.overwrite && exists(&self.conn)? {
+            let _ = runtime::run(parts.abort());
+            return Err(self.taken());
+        }
+        match runtime::run(parts.finish())? {
+            Ok(done) => Ok(done.e_tag),
+            Err(e) => Err(self.conn.site().err("uploading the store", e)),
+        }
+    }
+
+    /// Hands `part` to the multipart upload (starting it if this is the first),
+    /// after waiting until fewer than [`PARTS_IN_FLIGHT`] parts are in flight.
+    fn send(&mut self, part: Vec<u8>) -> Result<()> {
+        let parts = match self.parts.take() {
+            Some(parts) => parts,
+            None => self.start()?,
+        };
+        let len = part.len() as u64;
+        let (parts, waited) = runtime::run(async move {
+            let mut parts = parts;
+            let waited = parts.wait_for_capacity(PARTS_IN_FLIGHT).await;
+            if waited.is_ok() {
+                // Inside the runtime: `put` starts the part's request as a task.
+                parts.put(Bytes::from(part));
+            }
+            (parts, waited)
+        })?;
+        if let Err(e) = waited {
+            let _ = runtime::run(parts.abort());
+            return Err(self.conn.site().err("uploading the store", e));
+        }
+        self.parts = Some(parts);
+        self.sent += len;
+        Ok(())
+    }
+
+    fn start(&self) -> Result<WriteMultipart> {
+        let store = self.conn.store()?;
+        let location = self.conn.location.clone();
+        let opts = PutMultipartOptions::default().with_retry_policy(self.retry.clone());
+        let upload = runtime::run(async move { store.put_multipart_opts(&location, opts).await })?
+            .map_err(|e| self.conn.site().err("starting the store's upload", e))?;
+        Ok(WriteMultipart::new_with_chunk_size(upload, PART_BYTES))
+    }
+
+    /// Aborts the upload now, if one was started (the writer failed: nothing it
+    /// sent may stay behind, and the writer may live on until dropped).
+    pub(crate) fn abandon(&mut self) {
+        if let Some(parts) = self.parts.take() {
+            let _ = runtime::run(parts.abort());
+        }
+    }
+
+    fn taken(&self) -> Error {
+        Error::AlreadyExists {
+            path: self.conn.url.clone(),
+        }
+    }
+}
+
+impl Drop for PartUpload {
+    /// An upload left unfinished (the writer failed or was dropped) is aborted, so
+    /// the store keeps no parts of it.
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
+
+/// Reads `len` bytes of `file` at `offset` into a new buffer (the writer's file was
+/// just written, so this is a copy from the page cache).
+fn read_part(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let io = |e| Error::io(path, "reading the staged store", e);
+    let mut part = Vec::new();
+    part.try_reserve_exact(len).map_err(|e| {
+        Error::out_of_memory(
+            Allocation::UploadPart,
+            len as u64,
+            Some(path),
+            Some(AllocFailure::Reserve(e)),
+        )
+    })?;
+    part.resize(len, 0);
+    zring_platform::read_exact_at(file, &mut part, offset).map_err(io)?;
+    Ok(part)
 }
 
 /// Restarts a part whose upload failed after the client's own retries: a connection
@@ -193,23 +287,4 @@ impl RetryPolicy for PartRetry {
             true
         })
     }
-}
-
-enum UploadError {
-    Local(std::io::Error),
-    Remote(object_store::Error),
-}
-
-/// Fills `buf` from `file` (short only at the end of the file).
-fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }

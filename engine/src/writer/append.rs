@@ -47,6 +47,42 @@ impl Source<'_> {
         }
     }
 
+    /// Records `range` of this source (ragged records keep indexing the whole
+    /// `values`, so their offsets need no rebasing).
+    pub(super) fn slice(&self, range: Range<usize>) -> Self {
+        match *self {
+            Source::Dense { bytes, width } => Source::Dense {
+                bytes: &bytes[range.start * width..range.end * width],
+                width,
+            },
+            Source::Ragged {
+                values,
+                cu_seqlens,
+                itemsize,
+            } => Source::Ragged {
+                values,
+                cu_seqlens: &cu_seqlens[range.start..=range.end],
+                itemsize,
+            },
+        }
+    }
+
+    /// The records cut into consecutive runs of about `bytes` bytes each (at least
+    /// one record each).
+    pub(super) fn runs(&self, bytes: usize) -> Vec<Range<usize>> {
+        let mut runs = Vec::new();
+        let (mut start, mut acc) = (0usize, 0usize);
+        for i in 0..self.len() {
+            acc += self.range(i).len();
+            if acc >= bytes || i + 1 == self.len() {
+                runs.push(start..i + 1);
+                start = i + 1;
+                acc = 0;
+            }
+        }
+        runs
+    }
+
     fn bytes(&self) -> &[u8] {
         match self {
             Source::Dense { bytes, .. } => bytes,

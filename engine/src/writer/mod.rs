@@ -163,6 +163,11 @@ impl WriteOptions {
     }
 }
 
+/// The source bytes of a store bound for a URL written between two sends of its
+/// finished parts: one upload part, so that a part can go up while the next is
+/// compressed.
+const STREAMED_RUN_BYTES: usize = 8 << 20;
+
 /// Writes one store. See the module docs for the publish protocol.
 pub struct Writer {
     /// The destination as given: a path, or a URL (messages and [`Writer::path`]).
@@ -336,7 +341,17 @@ impl Writer {
         if n == 0 {
             return Ok(first..first);
         }
-        let written = self.write_records(src, shapes);
+        let written = if self.staged.is_some() {
+            // A store bound for a URL is written a run of records at a time, so that
+            // its parts go up while the rest of a large append is compressed.
+            let ndim = shapes.len() / n;
+            src.runs(STREAMED_RUN_BYTES).into_iter().try_for_each(|r| {
+                let shapes = &shapes[r.start * ndim..r.end * ndim];
+                self.write_records(src.slice(r), shapes)
+            })
+        } else {
+            self.write_records(src, shapes)
+        };
         self.poison_on(written)?;
         self.records += n as u64;
         Ok(first..first + n as u64)
@@ -366,6 +381,11 @@ impl Writer {
         };
         let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
         self.data_end = data_end;
+        if let Some(staged) = &mut self.staged {
+            // A store bound for a URL sends its finished parts now, while the next
+            // batches are prepared, rather than all at `close`.
+            staged.send_ready(file.file(), file.path(), data_end)?;
+        }
         for e in &entries {
             self.table.extend(&e.encode());
         }
@@ -418,7 +438,7 @@ impl Writer {
         // the upload.
         let overwrite = self.opts.overwrite || self.staged.is_some();
         match file.publish(&self.local, overwrite) {
-            Ok(()) => match &self.staged {
+            Ok(()) => match &mut self.staged {
                 // The staged file is removed with its directory, whatever the upload
                 // did: nothing of it is published until the upload completes.
                 Some(staged) => staged.upload(),
@@ -467,6 +487,9 @@ impl Writer {
     fn discard(&mut self) {
         if let Some(file) = self.file.take() {
             file.discard();
+        }
+        if let Some(staged) = &mut self.staged {
+            staged.abandon();
         }
         self.table.discard();
         self.shapes.discard();

@@ -1,12 +1,15 @@
 //! A store bound for a URL: written and published in a private staging directory
-//! (the same crash-safe local path as any store), then uploaded as one object by
-//! `close`, which appears complete or not at all. Once uploaded, the file becomes
+//! (the same crash-safe local path as any store) and uploaded as one object, which
+//! appears complete or not at all. Its parts go up while it is written: after each
+//! append, every whole part of the data written so far is sent, and `close` sends
+//! the rest (the last data, the metadata and the footer) and completes the upload. Once uploaded, the file becomes
 //! the object's whole-object cache entry where the cache keeps it whole. The staging
 //! directory is removed when the writer is done, whatever happened; one left by a
 //! killed process is removed by the next writer that finds its process gone.
 //!
 //! Staging in `$TMPDIR` (not in memory) keeps the writer's memory what it is for a
-//! local store; the upload's is a few parts. The disk needs room for the store.
+//! local store; the upload's is a few parts. The disk needs room for the store (the
+//! file is kept whole: it becomes the cache entry).
 
 use std::path::{Path, PathBuf};
 
@@ -21,9 +24,9 @@ pub(super) struct Staged {
     #[cfg(feature = "remote")]
     conn: crate::remote::Connector,
     #[cfg(feature = "remote")]
-    overwrite: bool,
-    #[cfg(feature = "remote")]
     remote: crate::remote::RemoteOptions,
+    #[cfg(feature = "remote")]
+    parts: crate::remote::PartUpload,
 }
 
 /// Staging directories are `zring-upload.<pid>.<n>` in the temporary directory.
@@ -56,8 +59,8 @@ impl Staged {
         Ok(Self {
             file: dir.join(sanitized(name)),
             dir,
+            parts: crate::remote::PartUpload::new(conn.clone(), opts.overwrite, &opts.remote),
             conn,
-            overwrite: opts.overwrite,
             remote: opts.remote.clone(),
         })
     }
@@ -76,18 +79,42 @@ impl Staged {
         &self.file
     }
 
-    /// Uploads the published staged store, then hands the file to the cache as the
-    /// object's whole-object entry (when the cache would keep it whole), so that
-    /// reading it back on this machine does not download it.
+    /// Sends the parts of `file` (the store being written at `path`) that lie below
+    /// `ready`, the end of its data so far, and were not sent yet.
     #[cfg(feature = "remote")]
-    pub(super) fn upload(&self) -> Result<()> {
-        let e_tag = crate::remote::upload(&self.conn, &self.file, self.overwrite, &self.remote)?;
+    pub(super) fn send_ready(
+        &mut self,
+        file: &std::fs::File,
+        path: &Path,
+        ready: u64,
+    ) -> Result<()> {
+        self.parts.send_ready(file, path, ready)
+    }
+
+    #[cfg(not(feature = "remote"))]
+    pub(super) fn send_ready(&mut self, _: &std::fs::File, _: &Path, _: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Aborts what was sent (the writer failed).
+    pub(super) fn abandon(&mut self) {
+        #[cfg(feature = "remote")]
+        self.parts.abandon();
+    }
+
+    /// Uploads the rest of the published staged store and completes the object,
+    /// then hands the file to the cache as the object's whole-object entry (when the
+    /// cache would keep it whole), so that reading it back on this machine does not
+    /// download it.
+    #[cfg(feature = "remote")]
+    pub(super) fn upload(&mut self) -> Result<()> {
+        let e_tag = self.parts.finish(&self.file)?;
         crate::remote::seed_whole(&self.conn, &self.remote, &self.file, e_tag.as_deref());
         Ok(())
     }
 
     #[cfg(not(feature = "remote"))]
-    pub(super) fn upload(&self) -> Result<()> {
+    pub(super) fn upload(&mut self) -> Result<()> {
         Ok(())
     }
 }
