@@ -1,6 +1,5 @@
 //! The `Loader`: construction, iteration, position, seek and close.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use zring_platform::{BufPool, BufPoolStats};
@@ -50,10 +49,11 @@ pub struct LoaderStats {
     /// Small vectors (`cu_seqlens`, ragged shapes, a step's list of tensors) the
     /// loader had to create because none was free to recycle.
     pub vecs_created: u64,
-    /// Records left out of the steps made so far because their images could not
-    /// be decoded ([`OnError::Skip`](crate::OnError::Skip)).
+    /// Records left out of the steps delivered so far because their images could
+    /// not be decoded ([`OnError::Skip`](crate::OnError::Skip)); steps the workers
+    /// made ahead count once delivered.
     pub images_skipped: u64,
-    /// Records read in place of a bad image in the steps made so far
+    /// Records read in place of a bad image in the steps delivered so far
     /// ([`OnError::Substitute`](crate::OnError::Substitute)).
     pub images_substituted: u64,
 }
@@ -247,9 +247,17 @@ impl<T> Loader<T> {
                 .map(BufPool::stats)
                 .unwrap_or_default(),
             vecs_created: self.factory.vecs_created(),
-            images_skipped: self.factory.images_skipped.load(Ordering::Relaxed),
-            images_substituted: self.factory.images_substituted.load(Ordering::Relaxed),
+            images_skipped: self.factory.bad_images.totals().0,
+            images_substituted: self.factory.bad_images.totals().1,
         }
+    }
+
+    /// Counts what `item`, about to be handed to the caller, delivers.
+    fn delivering(&self, item: Option<Result<Step<T>>>) -> Option<Result<Step<T>>> {
+        if let Some(Ok(step)) = &item {
+            self.factory.bad_images.delivered(step.step);
+        }
+        item
     }
 }
 
@@ -265,7 +273,10 @@ impl<T: Send + 'static> Loader<T> {
         timeout: std::time::Duration,
     ) -> std::result::Result<Option<Result<Step<T>>>, Pending> {
         match &mut self.run {
-            Run::Threads(t) => t.next_within(Some(timeout)).ok_or(Pending),
+            Run::Threads(t) => {
+                let item = t.next_within(Some(timeout)).ok_or(Pending)?;
+                Ok(self.delivering(item))
+            }
             _ => Ok(self.next()),
         }
     }
@@ -282,7 +293,7 @@ impl<T: Send + 'static> Iterator for Loader<T> {
     /// schedule, after a failed step has been delivered, or after `close`, returns
     /// `None`.
     fn next(&mut self) -> Option<Self::Item> {
-        match &mut self.run {
+        let item = match &mut self.run {
             Run::Inline {
                 next,
                 finished,
@@ -298,7 +309,8 @@ impl<T: Send + 'static> Iterator for Loader<T> {
             }
             Run::Threads(t) => t.next(),
             Run::Closed { .. } => None,
-        }
+        };
+        self.delivering(item)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {

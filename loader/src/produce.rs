@@ -2,9 +2,10 @@
 //! pooled buffers, run the transform. Shared by the worker threads and by the
 //! `workers = 0` mode; holds no lock while it works.
 
+use std::collections::HashMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::batch::{Batch, Step, Tensor};
 use crate::decode::{decode_images, DecodeError, ImageDecode, ImageField};
@@ -37,9 +38,51 @@ pub(crate) struct Factory<T> {
     /// buffers drifted from class to class as rarer, larger batches came along, and
     /// a process's resident memory with them (a 30-minute soak saw both).
     ragged_capacity: Vec<AtomicUsize>,
-    /// Bad images left out and replaced so far, over every step made.
-    pub(crate) images_skipped: AtomicU64,
-    pub(crate) images_substituted: AtomicU64,
+    /// Bad images left out and replaced, counted as their steps are delivered.
+    pub(crate) bad_images: BadImages,
+}
+
+/// The bad images (left out, replaced) of the steps delivered so far. The workers
+/// make steps ahead of the caller, so a step's counts wait here until the loader
+/// hands the step over ([`BadImages::delivered`]): a count then means records the
+/// caller received without, not records a prefetched step may never deliver.
+#[derive(Default)]
+pub(crate) struct BadImages {
+    /// Steps made but not yet delivered that had a bad image: (left out, replaced).
+    made: Mutex<HashMap<u64, (u64, u64)>>,
+    skipped: AtomicU64,
+    substituted: AtomicU64,
+}
+
+impl BadImages {
+    fn made(&self, step: u64, skipped: usize, substituted: usize) {
+        if skipped + substituted > 0 {
+            lock(&self.made).insert(step, (skipped as u64, substituted as u64));
+        }
+    }
+
+    /// Counts the bad images of `step`, which the loader is handing to its caller.
+    pub(crate) fn delivered(&self, step: u64) {
+        let Some((skipped, substituted)) = lock(&self.made).remove(&step) else {
+            return;
+        };
+        self.skipped.fetch_add(skipped, Ordering::Relaxed);
+        self.substituted.fetch_add(substituted, Ordering::Relaxed);
+    }
+
+    /// Bad images (left out, replaced) in the steps delivered so far.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (
+            self.skipped.load(Ordering::Relaxed),
+            self.substituted.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The map's lock, whatever a panicking holder left (every update is one insert
+/// or remove).
+fn lock<V>(m: &Mutex<V>) -> std::sync::MutexGuard<'_, V> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A worker's reusable memory.
@@ -83,8 +126,7 @@ impl<T> Factory<T> {
             plan,
             schedule,
             transform,
-            images_skipped: AtomicU64::new(0),
-            images_substituted: AtomicU64::new(0),
+            bad_images: BadImages::default(),
         })
     }
 
@@ -137,11 +179,7 @@ impl<T> Factory<T> {
                 substituted.extend_from_slice(&decoded.substituted);
                 kept.push(decoded.indices);
             }
-            let counted = |n: usize| n as u64;
-            self.images_skipped
-                .fetch_add(counted(skipped.len()), Ordering::Relaxed);
-            self.images_substituted
-                .fetch_add(counted(substituted.len()), Ordering::Relaxed);
+            self.bad_images.made(step, skipped.len(), substituted.len());
         }
         let mut tensors = self.tensors.take();
         tensors.vec.reserve(plan.buffers_per_step());

@@ -321,6 +321,31 @@ fn bad_records_raise_naming_the_store_and_record_or_are_skipped_or_substituted()
     assert_eq!(loader.stats().images_skipped, 2);
     loader.close();
 
+    // With workers making steps ahead, a step's bad images count once it is
+    // delivered: steps of 3 records, the bad ones in steps 1 and 3.
+    let small = Sampler::new(12, 3, Mode::Sequential, 0).expect("sampler");
+    let streams = [("image", vec![View::from(&img).decoded(skip.clone())])];
+    let mut loader = Loader::new(streams, small, LoaderOptions::new(1, 4)).expect("loader");
+    let first = loader.next().expect("endless").expect("step 0");
+    assert!(first.skipped().is_empty());
+    drop(first);
+    // Time for the worker to make steps 1-4 ahead.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        loader.stats().images_skipped,
+        0,
+        "made ahead, not delivered"
+    );
+    let second = loader.next().expect("endless").expect("step 1");
+    assert_eq!(second.skipped(), [4]);
+    drop(second);
+    assert_eq!(loader.stats().images_skipped, 1);
+    for _ in 2..4 {
+        drop(loader.next().expect("endless").expect("step"));
+    }
+    assert_eq!(loader.stats().images_skipped, 2);
+    loader.close();
+
     let substitute = raise.clone().with_on_error(OnError::Substitute);
     let run = || {
         let streams = [

@@ -366,7 +366,9 @@ impl Loader {
     }
 
     /// Buffer counters (a dict of `allocations`, `reuses`, `live`,
-    /// `live_high_water`, `vecs_created`, `images_skipped`, `images_substituted`: bad images left out or replaced in the steps made so far): `allocations` stops growing once the run
+    /// `live_high_water`, `vecs_created`, `images_skipped`, `images_substituted`:
+    /// bad images left out or replaced in the steps delivered so far, not counting
+    /// steps the workers made ahead): `allocations` stops growing once the run
     /// is steady and `live_high_water` shows the memory bound at work. Raises
     /// `ClosedError` after `close()`.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

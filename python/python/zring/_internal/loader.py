@@ -77,7 +77,8 @@ class Loader(_Loader, Generic[_T]):
       any ``workers`` and after ``seek``. A bad image raises
       :class:`zring.ImageDecodeError` at its step, or, with ``on_error="skip"`` or
       ``"substitute"``, is left out of (replaced in) every stream of its shard;
-      ``stats()`` counts them (``images_skipped``, ``images_substituted``).
+      ``stats()`` counts them in the steps delivered so far (``images_skipped``,
+      ``images_substituted``).
       (Rust sampler only.)
 
     Iterating yields, per step, a list with one dict per shard:
