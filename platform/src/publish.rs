@@ -184,6 +184,19 @@ impl PendingFile {
             .map_err(|e| io_err("fsync of the directory", &dir, e, true))
     }
 
+    /// Gives the file the name `dest` (replacing a file there) without making
+    /// anything durable: for a file whose durable copy is elsewhere (a store staged
+    /// for an upload). The file is closed; on an error it is still at its
+    /// temporary path.
+    pub fn rename_unsynced(self, dest: &Path) -> io::Result<()> {
+        drop(self.file);
+        check(&Op::Rename {
+            from: &self.path,
+            to: dest,
+        })
+        .and_then(|()| fs::rename(&self.path, dest))
+    }
+
     /// Closes and removes the temporary file.
     pub fn discard(self) {
         drop(self.file);

@@ -62,6 +62,7 @@ print(time.perf_counter() - t0)
 """,
     "zring": """
 import sys, time, zring.converters as zd
+import pyarrow.parquet  # imported inside from_parquet: imported here, as the others' are
 t0 = time.perf_counter()
 zd.from_parquet(sys.argv[1], f"s3://{sys.argv[2]}/{sys.argv[3]}", codec="zstd", level=3,
                 workers=2, progress=False)

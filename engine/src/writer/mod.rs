@@ -378,6 +378,7 @@ impl Writer {
             chunk_bytes: self.opts.chunk_bytes,
             pool: &self.opts.pool,
             data_end: self.data_end,
+            durable: self.staged.is_none(),
         };
         let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
         self.data_end = data_end;
@@ -434,19 +435,20 @@ impl Writer {
         self.shapes.discard();
         let file = self.file.take().ok_or_else(closed)?;
         let tmp = file.path().to_path_buf();
-        // A staged store is alone in its directory: the destination is checked by
-        // the upload.
-        let overwrite = self.opts.overwrite || self.staged.is_some();
-        match file.publish(&self.local, overwrite) {
-            Ok(()) => match &mut self.staged {
-                // The staged file is removed with its directory, whatever the upload
-                // did: nothing of it is published until the upload completes.
-                Some(staged) => staged.upload(),
-                None => {
-                    self.published = true;
-                    Ok(())
-                }
-            },
+        if let Some(staged) = &mut self.staged {
+            // Staged for an upload: the object is the store's durable copy, so the
+            // staged file is only renamed (no fsync to wait for), then uploaded. It
+            // is removed with its directory, whatever the upload does: nothing of it
+            // is published until the upload completes.
+            file.rename_unsynced(&self.local)
+                .map_err(|e| Error::io(&self.local, "naming the staged store", e))?;
+            return staged.upload();
+        }
+        match file.publish(&self.local, self.opts.overwrite) {
+            Ok(()) => {
+                self.published = true;
+                Ok(())
+            }
             Err(PublishError::Exists) => {
                 remove_temp(&tmp);
                 Err(Error::AlreadyExists {
