@@ -7,7 +7,9 @@ In one run:
 1. N ImageNet-like JPEGs (500x375, quality 90: gradients, flat objects, a smoothed
    noise texture and pixel noise, ~100 KiB each), drawn from --seed, are written
    into an ImageFolder tree of --classes classes under --dir (kept and reused when
-   it already holds the same images).
+   it already holds the same images). With --source photos they are cut instead
+   from the colour photographs scikit-image ships (scaled at random to cover
+   500x375, cropped at random, flipped at random): real pictures' content.
 2. The tree is converted three ways with ``zring.converters.from_imagefolder``:
    images kept encoded; and decoded to uint8 [224, 224, 3] pixels (``decode=(224,
    224)``), raw and zstd. The bytes on disk of each are reported, with the source
@@ -35,6 +37,7 @@ Needs zring, numpy, Pillow, torch and torchvision in one interpreter.
 
     python python/bench/bench_images.py --dir <scratch>            # 2,000 images
     python python/bench/bench_images.py --dir <scratch> --check    # tiny, nothing timed
+    python python/bench/bench_images.py --dir <scratch> --source photos   # real photographs
 """
 from __future__ import annotations
 
@@ -95,18 +98,62 @@ def photo(seed: int, i: int, quality: int = 90) -> bytes:
     return out.getvalue()
 
 
-def _write_photo(job: tuple[int, int, str]) -> int:
-    seed, i, path = job
-    data = photo(seed, i)
+# The colour photographs scikit-image ships in its package (no download needed).
+SHIPPED = ["astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "motorcycle_left.png",
+           "motorcycle_right.png", "hubble_deep_field.jpg", "retina.jpg", "ihc.png"]
+_shipped: list[Any] = []
+
+
+def shipped_photos() -> list[Any]:
+    """scikit-image's bundled colour photographs as RGB PIL images (loaded once per
+    process, from the package's data directory: nothing is fetched)."""
+    if not _shipped:
+        import importlib.util
+
+        from PIL import Image
+
+        spec = importlib.util.find_spec("skimage")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("--source photos needs scikit-image (pip install scikit-image)")
+        data = Path(list(spec.submodule_search_locations)[0]) / "data"
+        _shipped.extend(Image.open(data / name).convert("RGB") for name in SHIPPED)
+    return _shipped
+
+
+def real_photo(seed: int, i: int, quality: int = 90) -> bytes:
+    """Image ``i`` of ``seed`` cut from a real photograph: one of scikit-image's
+    shipped photographs, scaled by a random factor to cover 500x375 at least,
+    cropped there at a random place, flipped at random, JPEG quality 90."""
+    from PIL import Image
+
+    rng = np.random.default_rng([seed, i])
+    src = shipped_photos()[i % len(SHIPPED)]
+    w, h = src.size
+    scale = max(WIDTH / w, HEIGHT / h) * rng.uniform(1.0, 1.6)
+    big = src.resize((max(WIDTH, round(w * scale)), max(HEIGHT, round(h * scale))), Image.LANCZOS)
+    x = int(rng.integers(0, big.width - WIDTH + 1))
+    y = int(rng.integers(0, big.height - HEIGHT + 1))
+    img = big.crop((x, y, x + WIDTH, y + HEIGHT))
+    if rng.random() < 0.5:
+        img = img.transpose(Image.FLIP_LEFT_RIGHT)
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _write_photo(job: tuple[int, int, str, str]) -> int:
+    seed, i, path, source = job
+    data = real_photo(seed, i) if source == "photos" else photo(seed, i)
     Path(path).write_bytes(data)
     return len(data)
 
 
-def make_folder(root: Path, n: int, classes: int, seed: int) -> None:
+def make_folder(root: Path, n: int, classes: int, seed: int, source: str = "synthetic") -> None:
     """The ImageFolder tree: image i in class i % classes. A tree whose stamp names
-    the same (n, classes, seed) is reused: generating 2,000 images takes a minute."""
+    the same (n, classes, seed, source) is reused: generating 2,000 images takes a
+    minute."""
     stamp = root / "stamp.json"
-    want = {"n": n, "classes": classes, "seed": seed}
+    want = {"n": n, "classes": classes, "seed": seed, "source": source}
     if stamp.exists() and json.loads(stamp.read_text()) == want:
         return
     if root.exists():
@@ -114,7 +161,7 @@ def make_folder(root: Path, n: int, classes: int, seed: int) -> None:
     tree = root / "tree"
     for k in range(classes):
         (tree / f"class{k:02d}").mkdir(parents=True)
-    jobs = [(seed, i, str(tree / f"class{i % classes:02d}" / f"{i:06d}.jpg")) for i in range(n)]
+    jobs = [(seed, i, str(tree / f"class{i % classes:02d}" / f"{i:06d}.jpg"), source) for i in range(n)]
     with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         list(pool.map(_write_photo, jobs, chunksize=16))
     stamp.write_text(json.dumps(want))
@@ -284,6 +331,8 @@ def main() -> None:
                    help="torchvision's DataLoader worker processes")
     p.add_argument("--runs", type=int, default=2, help="alternating rounds")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--source", choices=["synthetic", "photos"], default="synthetic",
+                   help="the images: synthetic, or cut from scikit-image's shipped photographs")
     p.add_argument("--w13", help="the built zring-image example w13, for the decoder's limit")
     p.add_argument("--check", action="store_true", help="tiny (40 images), checked, nothing timed")
     p.add_argument("--child", choices=["zring", "zring-1core", "torchvision"], help=argparse.SUPPRESS)
@@ -297,7 +346,8 @@ def main() -> None:
 
     scratch = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="bench-images-"))
     try:
-        run(scratch / (f"check-{args.seed}" if args.check else f"w13-{args.images}-{args.seed}"), args)
+        name = f"check-{args.seed}" if args.check else f"w13-{args.images}-{args.seed}"
+        run(scratch / (name if args.source == "synthetic" else f"{name}-{args.source}"), args)
     finally:
         if not args.dir:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -308,10 +358,10 @@ def run(root: Path, args: argparse.Namespace) -> None:
     from zring import converters
 
     t = time.perf_counter()
-    make_folder(root, args.images, args.classes, args.seed)
+    make_folder(root, args.images, args.classes, args.seed, args.source)
     tree = root / "tree"
     src, _ = disk_bytes(tree)
-    print(f"{args.images} JPEGs {WIDTH}x{HEIGHT}, {args.classes} classes, mean "
+    print(f"{args.images} {args.source} JPEGs {WIDTH}x{HEIGHT}, {args.classes} classes, mean "
           f"{src / args.images / 1024:.0f} KiB ({time.perf_counter() - t:.0f} s to make or find)")
 
     stores = {"encoded": {}, "pixels-raw": {"decode": (SIZE, SIZE), "codec": "raw"},
