@@ -199,6 +199,30 @@ fn a_small_store_is_one_put_and_an_existing_object_is_refused_without_overwrite(
         b"someone else's"
     );
 
+    // The same for a multipart upload (parts already sent): checked just before its
+    // completion, and the parts are aborted.
+    let width = 64 << 10;
+    let big = common::dense_records(200, width, 9, |_| true);
+    let wide = Schema::dense(DType::U8, &[width as u64]);
+    let late_big = url_of(&dir.path().join("late-big.zr"));
+    let mut w = Writer::create(&late_big, wide, raw()).expect("create");
+    w.append_dense(&big).expect("append");
+    wait_for_parts(dir.path(), "late-big.zr", 8 << 20);
+    std::fs::write(dir.path().join("late-big.zr"), b"someone else's").expect("write");
+    match w.close() {
+        Err(Error::AlreadyExists { .. }) => {}
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("late-big.zr")).expect("read"),
+        b"someone else's"
+    );
+    assert_eq!(
+        bytes_named(dir.path(), "late-big.zr#"),
+        0,
+        "the parts are aborted"
+    );
+
     // With overwrite the object is replaced.
     let other = common::dense_records(50, 24, 5, |_| false);
     let opts = WriteOptions::default().overwrite(true);
