@@ -146,9 +146,13 @@ impl PartUpload {
             .ok_or(Error::Internal(InternalError::Missing {
                 what: "the multipart upload of a store larger than one part",
             }))?;
-        if !self.overwrite && exists(&self.conn)? {
-            let _ = runtime::run(parts.abort());
-            return Err(self.taken());
+        if !self.overwrite {
+            // Whatever the check answers, an upload not completed is aborted.
+            let taken = exists(&self.conn);
+            if !matches!(taken, Ok(false)) {
+                let _ = runtime::run(parts.abort());
+                return Err(taken.err().unwrap_or_else(|| self.taken()));
+            }
         }
         match runtime::run(parts.finish())? {
             Ok(done) => Ok(done.e_tag),
