@@ -159,10 +159,12 @@ pub(crate) fn seed(conn: &Connector, opts: &RemoteOptions, local: &Path, uploade
         return;
     }
     let tmp = cache.temp_path(&entry);
-    // The staged file was made durable when it was published; a copy is made
-    // durable before it is visible, as a download is.
-    let moved = fs::rename(local, &tmp).is_ok()
-        || (fs::copy(local, &tmp).is_ok() && File::open(&tmp).and_then(|f| f.sync_data()).is_ok());
+    // Durable before it is visible, as a download is (the upload did not need the
+    // staged file durable, so nothing made it so): the staged file before it is
+    // moved, a copy across file systems once written.
+    let durable = |path: &Path| File::open(path).and_then(|f| f.sync_data()).is_ok();
+    let moved = (durable(local) && fs::rename(local, &tmp).is_ok())
+        || (fs::copy(local, &tmp).is_ok() && durable(&tmp));
     if !moved || fs::rename(&tmp, &entry).is_err() {
         let _ = fs::remove_file(&tmp);
         return;

@@ -114,10 +114,6 @@ pub(super) struct Target<'a> {
     pub(super) pool: &'a PoolHandle,
     /// Where the data region ends now; the append writes from there.
     pub(super) data_end: u64,
-    /// Whether the file is made durable at close (a store staged for an upload is
-    /// not: its copy is the uploaded object), so the device should start writing
-    /// records back as they are written.
-    pub(super) durable: bool,
 }
 
 /// Compresses (or copies) and writes every record of `src`, using `slots` (grown to
@@ -390,7 +386,7 @@ impl Job<'_> {
     /// timing changes: `close` still fsyncs the whole file before publishing it.
     fn start_writeback(&self, start: u64, end: u64) -> Result<()> {
         let (first, last) = (start / WRITEBACK_WINDOW, end / WRITEBACK_WINDOW);
-        if last == first || !self.target.durable {
+        if last == first {
             return Ok(());
         }
         // A failure here means the file or device is failing: poison the writer like

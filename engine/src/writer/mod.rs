@@ -378,7 +378,6 @@ impl Writer {
             chunk_bytes: self.opts.chunk_bytes,
             pool: &self.opts.pool,
             data_end: self.data_end,
-            durable: self.staged.is_none(),
         };
         let (entries, data_end) = append::write_records(&target, src, &mut self.slots)?;
         self.data_end = data_end;
@@ -437,7 +436,8 @@ impl Writer {
         let tmp = file.path().to_path_buf();
         if let Some(staged) = &mut self.staged {
             // Staged for an upload: the object is the store's durable copy, so the
-            // staged file is only renamed (no fsync to wait for), then uploaded. It
+            // upload does not wait for an fsync: the staged file is only renamed,
+            // then uploaded (and made durable only if it becomes a cache entry). It
             // is removed with its directory, whatever the upload does: nothing of it
             // is published until the upload completes.
             file.rename_unsynced(&self.local)

@@ -1,11 +1,13 @@
-//! A store bound for a URL: written and published in a private staging directory
-//! (the same crash-safe local path as any store) and uploaded as one object, which
-//! appears complete or not at all. Its parts go up while it is written: after each
-//! append, every whole part of the data written so far is sent, and `close` sends
-//! the rest (the last data, the metadata and the footer) and completes the upload. Once uploaded, the file becomes
-//! the object's whole-object cache entry where the cache keeps it whole. The staging
-//! directory is removed when the writer is done, whatever happened; one left by a
-//! killed process is removed by the next writer that finds its process gone.
+//! A store bound for a URL: written in a private staging directory by the same
+//! local writer as any store, and uploaded as one object, which appears complete or
+//! not at all. Its parts go up while it is written: after each append, every whole
+//! part of the data written so far is sent, and `close` sends the rest (the last
+//! data, the metadata and the footer) and completes the upload. The staged file is
+//! not fsynced for the upload (the object is the durable copy). Once uploaded, it
+//! becomes the object's whole-object cache entry where the cache keeps it whole
+//! (made durable first, as a download is). The staging directory is removed when
+//! the writer is done, whatever happened; one left by a killed process is removed
+//! by the next writer that finds its process gone.
 //!
 //! Staging in `$TMPDIR` (not in memory) keeps the writer's memory what it is for a
 //! local store; the upload's is a few parts. The disk needs room for the store (the
