@@ -238,6 +238,7 @@ impl<T> Loader<T> {
     /// at work, and `buffers.allocations` / `vecs_created` stop growing once the run
     /// is steady.
     pub fn stats(&self) -> LoaderStats {
+        let (images_skipped, images_substituted) = self.factory.bad_images.totals();
         LoaderStats {
             buffers: self.factory.pageable.stats(),
             pinned_buffers: self
@@ -247,8 +248,8 @@ impl<T> Loader<T> {
                 .map(BufPool::stats)
                 .unwrap_or_default(),
             vecs_created: self.factory.vecs_created(),
-            images_skipped: self.factory.bad_images.totals().0,
-            images_substituted: self.factory.bad_images.totals().1,
+            images_skipped,
+            images_substituted,
         }
     }
 

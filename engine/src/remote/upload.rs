@@ -135,9 +135,10 @@ impl PartUpload {
             let bytes = read_part(&file, local, 0, len as usize)?;
             return put_tagged(&self.conn, bytes, self.overwrite)?.ok_or_else(|| self.taken());
         }
-        while self.sent < len {
-            let n = (len - self.sent).min(PART_BYTES as u64) as usize;
-            let part = read_part(&file, local, self.sent, n)?;
+        self.send_ready(&file, local, len)?;
+        if self.sent < len {
+            // The last part, shorter than the others.
+            let part = read_part(&file, local, self.sent, (len - self.sent) as usize)?;
             self.send(part)?;
         }
         let parts = self

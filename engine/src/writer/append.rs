@@ -67,14 +67,15 @@ impl Source<'_> {
         }
     }
 
-    /// The records cut into consecutive runs of about `bytes` bytes each (at least
-    /// one record each).
-    pub(super) fn runs(&self, bytes: usize) -> Vec<Range<usize>> {
+    /// The records cut into consecutive runs of about `bytes` bytes each, counting
+    /// `extra` more for every record (at least one record each).
+    pub(super) fn runs(&self, bytes: usize, extra: usize) -> Vec<Range<usize>> {
+        let n = self.len();
         let mut runs = Vec::new();
         let (mut start, mut acc) = (0usize, 0usize);
-        for i in 0..self.len() {
-            acc += self.range(i).len();
-            if acc >= bytes || i + 1 == self.len() {
+        for i in 0..n {
+            acc += self.range(i).len() + extra;
+            if acc >= bytes || i + 1 == n {
                 runs.push(start..i + 1);
                 start = i + 1;
                 acc = 0;
@@ -125,19 +126,9 @@ pub(super) fn write_records(
     slots: &mut Vec<Mutex<Slot>>,
 ) -> Result<(Vec<Entry>, u64)> {
     let n = src.len();
-    let chunk_bytes = t.chunk_bytes.max(1);
-    let mut chunks: Vec<Range<usize>> = Vec::new();
-    let (mut start, mut acc) = (0usize, 0usize);
-    for i in 0..n {
-        // Count the padding too: with a large alignment and small records it
-        // dominates the staging buffer.
-        acc += src.range(i).len() + t.align as usize;
-        if acc >= chunk_bytes || i + 1 == n {
-            chunks.push(start..i + 1);
-            start = i + 1;
-            acc = 0;
-        }
-    }
+    // Count the padding too: with a large alignment and small records it dominates
+    // the staging buffer.
+    let chunks = src.runs(t.chunk_bytes.max(1), t.align as usize);
     let pool = t.pool.get();
     let tasks = match t.threads {
         0 if t.pool.is_global() => zring_platform::available_cores(),

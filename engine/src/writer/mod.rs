@@ -345,10 +345,12 @@ impl Writer {
             // A store bound for a URL is written a run of records at a time, so that
             // its parts go up while the rest of a large append is compressed.
             let ndim = shapes.len() / n;
-            src.runs(STREAMED_RUN_BYTES).into_iter().try_for_each(|r| {
-                let shapes = &shapes[r.start * ndim..r.end * ndim];
-                self.write_records(src.slice(r), shapes)
-            })
+            src.runs(STREAMED_RUN_BYTES, 0)
+                .into_iter()
+                .try_for_each(|r| {
+                    let shapes = &shapes[r.start * ndim..r.end * ndim];
+                    self.write_records(src.slice(r), shapes)
+                })
         } else {
             self.write_records(src, shapes)
         };
