@@ -6,7 +6,9 @@
 # What it installs, and why:
 # - Debian packages, with apt-get (as root, else through sudo), only when missing:
 #   libhwloc-dev, libudev-dev and pkg-config for the platform crate's optional hwloc
-#   feature; fio, which `zring bench --compare fio` runs and its tests check; python3-venv where `python3 -m venv` is missing (Debian splits it out).
+#   feature; fio, which `zring bench --compare fio` runs and its tests check; python3-venv where `python3 -m venv` is missing (Debian splits it out);
+#   cmake and nasm, which build libjpeg-turbo (zring-image's JPEG decoder) from
+#   its source with its SIMD code.
 # - A virtual environment outside the source tree, $ZRING_TEST_VENV (default
 #   ~/.cache/zring/test-venv), holding maturin and python/requirements-test.txt
 #   (pytest, numpy, ml_dtypes, torch, jax[cpu], grain, torchdata, Hugging Face
@@ -144,9 +146,16 @@ prepare_venvs() {
   echo "    virtual environments ready: $VENV${BUILD_VENV:+, $BUILD_VENV}"
 }
 # Debian splits venv out of python3; installed first, in the foreground, so that no
-# two apt-get runs ever overlap.
-if ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
-  apt_install python3-venv
+# two apt-get runs ever overlap. With it, what every build of zring-image needs:
+# cmake, and nasm for libjpeg-turbo's x86 SIMD code.
+missing=()
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+if [ "$(uname -m)" = x86_64 ] && ! command -v nasm >/dev/null 2>&1; then
+  missing+=(nasm)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_install "${missing[@]}"
 fi
 PREPARE_LOG=$(mktemp)
 prepare_venvs >"$PREPARE_LOG" 2>&1 &

@@ -4,10 +4,7 @@ use std::io::Cursor;
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
-use zune_jpeg::zune_core::bytestream::ZCursor;
-use zune_jpeg::zune_core::colorspace::ColorSpace;
-use zune_jpeg::zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
+use zring_platform::{JpegDecoder, JpegHeader, JpegRegion, JpegScale};
 
 use crate::random::Draws;
 use crate::{Crop, ImageError, ImageProblem, ImageSpec, PixelLayout};
@@ -35,7 +32,9 @@ pub fn image_kind(bytes: &[u8]) -> Option<ImageKind> {
 /// Decodes records of one spec; holds one thread's scratch, reused record to record.
 pub struct ImageDecoder {
     spec: ImageSpec,
-    /// The source image as 8-bit RGB.
+    /// libjpeg-turbo's decompressor.
+    jpeg: JpegDecoder,
+    /// The source image (or the region of it a crop needs) as 8-bit RGB.
     pixels: Vec<u8>,
     /// The HWC output before a CHW transpose.
     staging: Vec<u8>,
@@ -77,6 +76,7 @@ impl ImageDecoder {
         }
         Ok(Self {
             spec,
+            jpeg: JpegDecoder::new()?,
             pixels: Vec::new(),
             staging: Vec::new(),
             resizer: Resizer::new(),
@@ -92,6 +92,32 @@ impl ImageDecoder {
     /// far, and the CHW staging), for a caller's keep-or-release policy.
     pub fn scratch_bytes(&self) -> usize {
         self.pixels.capacity() + self.staging.capacity()
+    }
+
+    /// What decoding JPEG `bytes` as record `record` in `epoch` reads: the DCT-domain
+    /// scale (1, 2, 4 or 8) and the region of the image at that scale. The
+    /// benchmarks' like-for-like baseline decodes exactly this with libjpeg-turbo
+    /// alone.
+    pub fn jpeg_region(
+        &mut self,
+        bytes: &[u8],
+        epoch: u64,
+        record: u64,
+    ) -> Result<(JpegScale, JpegRegion), ImageError> {
+        let spec = &self.spec;
+        let plan = self
+            .jpeg
+            .header(bytes)
+            .map_err(ImageProblem::from)
+            .and_then(|header| {
+                let (w, h) = (u64::from(header.width), u64::from(header.height));
+                check_size(w, h, spec.max_pixels)?;
+                let mut draws = Draws::new(spec.seed, epoch, record);
+                draws.unit(); // the flip's draw, as in `decode`
+                let crop = crop_region(spec, header.width, header.height, &mut draws);
+                Ok(jpeg_plan(spec, &header, crop))
+            });
+        plan.map_err(|problem| ImageError { record, problem })
     }
 
     /// Decodes `bytes` (record `record`, in epoch `epoch`) into `out`, which must
@@ -121,20 +147,46 @@ impl ImageDecoder {
                 actual: out.len(),
             });
         }
-        let (width, height) = match image_kind(bytes) {
-            Some(ImageKind::Jpeg) => decode_jpeg(bytes, spec.max_pixels, &mut self.pixels)?,
-            Some(ImageKind::Png) => decode_png(bytes, spec.max_pixels, &mut self.pixels)?,
+        // The flip is drawn first and always, so the crop is the same whether or
+        // not flips are on, and the flip does not depend on the crop's draws.
+        let mut draws = Draws::new(spec.seed, epoch, record);
+        let flip = draws.unit() < 0.5 && spec.flip;
+        // The source's pixels in `self.pixels` (`width` x `height`) and the crop's
+        // rectangle in them.
+        let (width, height, (left, top, crop_w, crop_h)) = match image_kind(bytes) {
+            Some(ImageKind::Jpeg) => {
+                let mut crop = (0.0, 0.0, 0.0, 0.0);
+                let plan = |header: &JpegHeader| {
+                    let (w, h) = (u64::from(header.width), u64::from(header.height));
+                    check_size(w, h, spec.max_pixels)?;
+                    crop = crop_region(spec, header.width, header.height, &mut draws);
+                    Ok::<_, ImageProblem>(jpeg_plan(spec, header, crop))
+                };
+                let (header, scale, region) = self.jpeg.decode(bytes, plan, &mut self.pixels)?;
+                if header.cmyk {
+                    cmyk_to_rgb(&mut self.pixels);
+                }
+                // The crop in the decoded region's coordinates.
+                let s = f64::from(scale);
+                let (left, top, cw, ch) = crop;
+                let rect = (
+                    left / s - f64::from(region.x),
+                    top / s - f64::from(region.y),
+                    (cw / s).min(f64::from(region.width)),
+                    (ch / s).min(f64::from(region.height)),
+                );
+                (region.width, region.height, rect)
+            }
+            Some(ImageKind::Png) => {
+                let (w, h) = decode_png(bytes, spec.max_pixels, &mut self.pixels)?;
+                (w, h, crop_region(spec, w, h, &mut draws))
+            }
             None => {
                 return Err(ImageProblem::UnknownFormat {
                     head: bytes[..bytes.len().min(8)].to_vec(),
                 })
             }
         };
-        // The flip is drawn first and always, so the crop is the same whether or
-        // not flips are on, and the flip does not depend on the crop's draws.
-        let mut draws = Draws::new(spec.seed, epoch, record);
-        let flip = draws.unit() < 0.5 && spec.flip;
-        let (left, top, crop_w, crop_h) = crop_region(spec, width, height, &mut draws);
         let (out_w, out_h) = (spec.width, spec.height);
         let src = ImageRef::new(width, height, &self.pixels, PixelType::U8x3)
             .map_err(|e| ImageProblem::Resize(e.to_string()))?;
@@ -246,35 +298,65 @@ fn check_size(width: u64, height: u64, max_pixels: u64) -> Result<(), ImageProbl
     Ok(())
 }
 
-/// A JPEG into `pixels` as RGB; returns its size.
-fn decode_jpeg(
-    bytes: &[u8],
-    max_pixels: u64,
-    pixels: &mut Vec<u8>,
-) -> Result<(u32, u32), ImageProblem> {
-    // zune's own size limits are lifted: `check_size` is the one limit.
-    let options = DecoderOptions::default()
-        .jpeg_set_out_colorspace(ColorSpace::RGB)
-        .set_max_width(usize::from(u16::MAX))
-        .set_max_height(usize::from(u16::MAX));
-    let mut decoder = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    decoder.decode_headers().map_err(ImageProblem::Jpeg)?;
-    let (width, height) = decoder
-        .info()
-        .map(|i| (u64::from(i.width), u64::from(i.height)))
-        .unwrap_or((0, 0));
-    check_size(width, height, max_pixels)?;
-    let expected = (width * height * 3) as usize;
-    if decoder.output_buffer_size() != Some(expected) {
-        return Err(ImageProblem::ShortDecode {
-            width,
-            height,
-            actual: decoder.output_buffer_size().unwrap_or(0),
-        });
+/// The scale and the region of the scaled image a JPEG is decoded at for `crop`
+/// (in full-size pixels): the largest DCT-domain downscale (1/2, 1/4, 1/8) that
+/// keeps the crop at least the output's size, and the crop's rectangle there, with
+/// a margin for the resize filter's support, its left edge moved to an iMCU
+/// boundary as libjpeg-turbo requires.
+fn jpeg_plan(
+    spec: &ImageSpec,
+    header: &JpegHeader,
+    (left, top, crop_w, crop_h): (f64, f64, f64, f64),
+) -> (JpegScale, JpegRegion) {
+    let whole = JpegRegion {
+        x: 0,
+        y: 0,
+        width: header.width,
+        height: header.height,
+    };
+    let Some(mcu_width) = header.mcu_width else {
+        return (1, whole);
+    };
+    let (out_w, out_h) = (f64::from(spec.width), f64::from(spec.height));
+    let scale: JpegScale = [8, 4, 2]
+        .into_iter()
+        .find(|&s| crop_w / f64::from(s) >= out_w && crop_h / f64::from(s) >= out_h)
+        .unwrap_or(1);
+    let s = f64::from(scale);
+    let (scaled_w, scaled_h) = (header.width.div_ceil(scale), header.height.div_ceil(scale));
+    let margin = 2.0 + (crop_w / s / out_w).max(crop_h / s / out_h).ceil();
+    // Float to integer casts saturate; every bound is clamped to the scaled image.
+    let lo = |v: f64| ((v / s - margin).floor().max(0.0)) as u32;
+    let hi = |v: f64, side: u32| ((v / s + margin).ceil() as u32).min(side);
+    let step = mcu_width.div_ceil(scale);
+    let x = lo(left) / step * step;
+    let y = lo(top).min(scaled_h.saturating_sub(1));
+    let x_end = hi(left + crop_w, scaled_w).max(x + 1);
+    let y_end = hi(top + crop_h, scaled_h).max(y + 1);
+    if x_end > scaled_w || y_end > scaled_h {
+        return (1, whole);
     }
-    pixels.resize(expected, 0);
-    decoder.decode_into(pixels).map_err(ImageProblem::Jpeg)?;
-    Ok((width as u32, height as u32))
+    let region = JpegRegion {
+        x,
+        y,
+        width: x_end - x,
+        height: y_end - y,
+    };
+    (scale, region)
+}
+
+/// Adobe's inverted CMYK (what libjpeg-turbo returns for CMYK and YCCK JPEGs, as
+/// Photoshop and Pillow write them) to RGB, in place: 4 bytes a pixel become 3.
+fn cmyk_to_rgb(pixels: &mut Vec<u8>) {
+    let n = pixels.len() / 4;
+    for i in 0..n {
+        let k = u32::from(pixels[4 * i + 3]);
+        for c in 0..3 {
+            // `c * k / 255` rounded; at most 255.
+            pixels[3 * i + c] = ((u32::from(pixels[4 * i + c]) * k + 127) / 255) as u8;
+        }
+    }
+    pixels.truncate(3 * n);
 }
 
 /// A PNG into `pixels` as 8-bit RGB (palette expanded, 16 bits stripped, alpha

@@ -65,9 +65,9 @@ pub enum ImageProblem {
         /// Source height.
         height: u64,
     },
-    /// The JPEG decoder refused the bytes.
+    /// The JPEG decoder (libjpeg-turbo) refused the bytes.
     #[error("bad JPEG: {0}")]
-    Jpeg(#[source] zune_jpeg::errors::DecodeErrors),
+    Jpeg(#[from] zring_platform::JpegError),
     /// The PNG decoder refused the bytes.
     #[error("bad PNG: {0}")]
     Png(#[source] png::DecodingError),

@@ -6,8 +6,8 @@
 //! the pixel layout and the largest image it accepts. [`ImageDecoder::decode_into`]
 //! turns one record's bytes into exactly `height * width * 3` bytes of RGB.
 //!
-//! - **Formats**: JPEG through zune-jpeg (grayscale and CMYK converted to RGB;
-//!   CMYK is zune-jpeg's conversion, tested through the Python package's
+//! - **Formats**: JPEG through libjpeg-turbo (grayscale and CMYK converted to RGB;
+//!   CMYK as Adobe's inverted CMYK, tested through the Python package's
 //!   `test_image_decode.py`), PNG
 //!   through the png crate (palette, grayscale, alpha and 16-bit normalised to
 //!   8-bit RGB; alpha is dropped). The format is told by the bytes' signature.
@@ -19,6 +19,10 @@
 //! - **Deterministic randomness**: every random choice is a pure function of
 //!   `(seed, epoch, record)`, so a resumed run, any number of threads or workers and
 //!   any rank produce the same pixels for the same record.
+//! - **Only what the crop needs**: a JPEG's coefficients are all entropy-decoded
+//!   (they are one sequential stream), but only the crop's region goes through the
+//!   IDCT, upsampling and colour conversion, downscaled in the DCT domain (1/2, 1/4, 1/8) where the crop is at least that
+//!   many times the output's size ([`ImageDecoder::jpeg_region`]).
 //! - **Bombs**: the dimensions are read from the header first, and an image of more
 //!   than [`ImageSpec::max_pixels`] pixels is refused before anything is allocated.
 //!
@@ -32,3 +36,6 @@ mod spec;
 pub use decode::{image_kind, ImageDecoder, ImageKind};
 pub use error::{ImageError, ImageProblem};
 pub use spec::{Crop, ImageSpec, PixelLayout, DEFAULT_MAX_PIXELS};
+/// The region and DCT-domain scale of a JPEG a decode reads
+/// ([`ImageDecoder::jpeg_region`]).
+pub use zring_platform::{JpegRegion, JpegScale};

@@ -16,6 +16,8 @@ mod cpu;
 mod faults;
 mod file;
 mod hash;
+#[cfg(feature = "jpeg")]
+mod jpeg;
 mod once;
 mod oneshot;
 mod pool;
@@ -76,6 +78,11 @@ pub use system::{device_queue_depth, evict_from_page_cache, memory_bytes, sync_a
 // Hashing: XXH3-64 of records, fused with the copy where a read copies anyway.
 pub use hash::{copy_and_hash, uses_avx2 as xxh3_uses_avx2, xxh3_64, xxh3_64_portable};
 pub use simd::{has_avx2, with_avx2};
+
+// JPEG decoding through libjpeg-turbo: the header, then only the region a crop
+// needs, optionally downscaled in the DCT domain (feature `jpeg`).
+#[cfg(feature = "jpeg")]
+pub use jpeg::{JpegDecoder, JpegError, JpegHeader, JpegRegion, JpegScale};
 
 // Fork safety: state that a forked child must not inherit (rings, pool threads), and a
 // one-shot channel whose receiver is a `Future` (the engine's runtime-agnostic async
