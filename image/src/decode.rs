@@ -223,14 +223,13 @@ impl ImageDecoder {
     }
 }
 
-/// Reverses a row of RGB pixels in place.
+/// Reverses a row of RGB pixels in place: the bytes reversed (a vectorised
+/// `reverse`), then each pixel's bytes put back in order. Swapping pixel by pixel
+/// took a tenth of a 224x224 image's decode.
 fn flip_row(row: &mut [u8]) {
-    let n = row.len() / 3;
-    for i in 0..n / 2 {
-        let j = n - 1 - i;
-        for c in 0..3 {
-            row.swap(3 * i + c, 3 * j + c);
-        }
+    row.reverse();
+    for px in row.chunks_exact_mut(3) {
+        px.swap(0, 2);
     }
 }
 
