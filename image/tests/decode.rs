@@ -175,22 +175,37 @@ fn random_crops_and_flips_are_a_function_of_seed_epoch_and_record() {
 #[test]
 fn channels_first_is_the_transpose_of_channels_last() {
     let png = encode(&DynamicImage::ImageRgb8(picture(64, 48)), ImageFormat::Png);
-    let hwc = decode(ImageSpec::new(24, 32), &png, 0, 0);
-    let chw = decode(
-        ImageSpec {
-            layout: PixelLayout::Chw,
+    let jpeg = encode(&DynamicImage::ImageRgb8(picture(64, 48)), ImageFormat::Jpeg);
+    // Flipped and not (the flip is fused into the transpose), both formats.
+    let mut flipped = 0;
+    for (bytes, flip, record) in
+        (0..8).flat_map(|r| [(&png, false, r), (&png, true, r), (&jpeg, true, r)])
+    {
+        let spec = ImageSpec {
+            crop: Crop::random_resized(),
+            flip,
+            seed: 5,
             ..ImageSpec::new(24, 32)
-        },
-        &png,
-        0,
-        0,
-    );
-    let plane = 24 * 32;
-    for i in 0..plane {
-        for c in 0..3 {
-            assert_eq!(chw[c * plane + i], hwc[3 * i + c]);
+        };
+        let hwc = decode(spec.clone(), bytes, 0, record);
+        let unflipped = ImageSpec {
+            flip: false,
+            ..spec.clone()
+        };
+        flipped += usize::from(hwc != decode(unflipped, bytes, 0, record));
+        let chw_spec = ImageSpec {
+            layout: PixelLayout::Chw,
+            ..spec
+        };
+        let chw = decode(chw_spec, bytes, 0, record);
+        let plane = 24 * 32;
+        for i in 0..plane {
+            for c in 0..3 {
+                assert_eq!(chw[c * plane + i], hwc[3 * i + c], "record {record}");
+            }
         }
     }
+    assert!(flipped >= 4, "{flipped} of 16 flipped");
 }
 
 fn problem(spec: ImageSpec, bytes: &[u8]) -> ImageProblem {
