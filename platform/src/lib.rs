@@ -62,7 +62,10 @@ pub use uring::{
 };
 // The one keep policy for per-thread read scratch (the io_uring slab above, the
 // engine's pread/O_DIRECT scratch).
-pub use scratch::{oversized as scratch_oversized, KEEP_BYTES as SCRATCH_KEEP_BYTES};
+pub use scratch::{
+    batch_oversized as batch_scratch_oversized, oversized as scratch_oversized, BATCH_KEEP_BYTES,
+    KEEP_BYTES as SCRATCH_KEEP_BYTES,
+};
 
 // Threads: the worker pool that helps a caller run a batch of tasks (lock-free
 // claiming and completion; idle workers park), how many cores to use, and which cores

@@ -30,8 +30,8 @@ In one run:
    The contenders alternate over --runs rounds. Reported: images/s of each and the
    ratio zring / torchvision of each round (target >= 3x).
 4. With --w13 BINARY (the built ``zring-image`` example ``w13``), the decoder's own
-   single-thread speed (zune-jpeg, full-size decode to RGB, on w13's own images) x
-   the cores, as the limit, in the same run.
+   single-thread speed (libjpeg-turbo alone decoding the regions zring decodes, on
+   w13's own images) x the cores, for scale, in the same run.
 
 Needs zring, numpy, Pillow, torch and torchvision in one interpreter.
 
@@ -254,16 +254,17 @@ def run_child(name: str, path: Path, args: argparse.Namespace) -> float:
 
 
 def decoder_limit(binary: str) -> float | None:
-    """zune-jpeg alone, full-size decode, one thread (w13's own images), images/s."""
+    """libjpeg-turbo alone, one thread, decoding the regions zring decodes of w13's own
+    images (the example's limit line), images/s."""
     try:
         out = subprocess.run([binary, "400", "1"], check=True, capture_output=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"w13 did not run: {e}")
         return None
     for line in out.splitlines():
-        if line.startswith("decoder alone"):
+        if line.startswith("libjpeg-turbo alone, zring's regions"):
             return float(line.split(":")[1].split()[0])
-    print(f"w13 printed no 'decoder alone' line:\n{out}")
+    print(f"w13 printed no limit line:\n{out}")
     return None
 
 
@@ -413,7 +414,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
     print(f"zring / torchvision: {ratios[0]:.2f}-{ratios[-1]:.2f}x over {len(rows)} rounds")
     if limit:
         best = max(z for z, _, _ in rows)
-        print(f"decoder limit (zune-jpeg alone, 1 thread, w13's own images) {limit:.0f} x {cores} = "
+        print(f"decoder limit (libjpeg-turbo alone on zring's regions, 1 thread, w13's own images) {limit:.0f} x {cores} = "
               f"{limit * cores:.0f} images/s; zring's best round {best / (limit * cores):.2f}x of it")
 
 if __name__ == "__main__":

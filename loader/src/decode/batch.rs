@@ -6,7 +6,7 @@ use std::sync::{Mutex, PoisonError};
 
 use zring_engine::{Error as EngineError, Interrupt, RaggedLayout, Records};
 use zring_image::{ImageDecoder, ImageError, ImageSpec};
-use zring_platform::{scratch_oversized, Pool};
+use zring_platform::{batch_scratch_oversized, scratch_oversized, Pool};
 
 use super::{DecodeError, ImageDecode, OnError};
 
@@ -97,8 +97,8 @@ pub fn decode_images(
         &mut current,
         &mut alive,
     );
-    // Kept for the next batch unless it grew past the platform's keep limit.
-    if !scratch_oversized(scratch.bytes.capacity()) {
+    // Kept for the next batch unless it grew past the platform's batch keep limit.
+    if !batch_scratch_oversized(scratch.bytes.capacity()) {
         GATHERED.with(|g| {
             if let Ok(mut g) = g.try_borrow_mut() {
                 *g = scratch;
@@ -230,6 +230,11 @@ fn decode_slots(
     // One ragged gather of the encoded records through the read path.
     field.records.ragged_layout_into(records, layout)?;
     bytes.clear();
+    if bytes.capacity() < layout.values_bytes {
+        // Exactly this batch's size, allocated afresh: growing would copy the old
+        // contents and double past what the batches need (and past the keep limit).
+        *bytes = Vec::with_capacity(layout.values_bytes);
+    }
     bytes.resize(layout.values_bytes, 0);
     field
         .records
