@@ -1,7 +1,8 @@
 //! DCT-domain downscaling measured: zring's path to a 224x224 centre crop
-//! (zune-jpeg's full-size decode, then the crop and resize) against `jpeg-decoder`
-//! decoding at a reduced size (its `Decoder::scale`: a smaller IDCT), then the same
-//! crop and resize, on one thread, three rounds. docs/images.md has the figures.
+//! (libjpeg-turbo decoding the crop's region at the largest 1/2^k scale that keeps
+//! it at least 224 wide, then the resize) against `jpeg-decoder` decoding the whole
+//! image at full and reduced size (its `Decoder::scale`: a smaller IDCT), then the
+//! same crop and resize, on one thread, three rounds. docs/images.md has the figures.
 //!
 //! ```text
 //! cargo run --release -p zring-image --example dct_scaling --features compare-jpeg-decoder -- a.jpg b.jpg

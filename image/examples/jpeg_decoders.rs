@@ -1,9 +1,9 @@
 //! The JPEG decoder candidates on W13-like images, one thread, same run:
-//! zune-jpeg (what zring-image uses) and libjpeg-turbo (through the turbojpeg
-//! crate, built from source).
+//! libjpeg-turbo (what zring-image uses, through zring-platform) and zune-jpeg (the
+//! fastest pure-Rust decoder), each decoding whole images to RGB.
 //!
 //! ```text
-//! cargo run --release -p zring-image --example jpeg_decoders --features compare-turbojpeg
+//! cargo run --release -p zring-image --example jpeg_decoders --features compare-zune-jpeg
 //! ```
 
 use std::io::Cursor;
@@ -16,8 +16,17 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let images: Vec<Vec<u8>> = (0..400).map(photo).collect::<Result<_, _>>()?;
-    let mut turbo = turbojpeg::Decompressor::new()?;
-    let mut pixels = vec![0u8; 500 * 375 * 3];
+    let mut turbo = zring_platform::JpegDecoder::new()?;
+    let mut pixels = Vec::new();
+    let whole = |h: &zring_platform::JpegHeader| {
+        let region = zring_platform::JpegRegion {
+            x: 0,
+            y: 0,
+            width: h.width,
+            height: h.height,
+        };
+        Ok::<_, zring_platform::JpegError>((1, region))
+    };
     let (mut zune, mut libjpeg) = (Vec::new(), Vec::new());
     // Alternating rounds, medians.
     for _ in 0..5 {
@@ -31,15 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         zune.push(images.len() as f64 / start.elapsed().as_secs_f64());
         let start = Instant::now();
         for bytes in &images {
-            let header = turbo.read_header(bytes)?;
-            let out = turbojpeg::Image {
-                pixels: &mut pixels[..],
-                width: header.width,
-                pitch: header.width * 3,
-                height: header.height,
-                format: turbojpeg::PixelFormat::RGB,
-            };
-            turbo.decompress(bytes, out)?;
+            turbo.decode(bytes, whole, &mut pixels)?;
         }
         libjpeg.push(images.len() as f64 / start.elapsed().as_secs_f64());
     }
