@@ -225,17 +225,27 @@ fn damaged_unknown_and_oversized_images_are_refused_by_name() {
     let jpeg = encode(&src, ImageFormat::Jpeg);
     let png = encode(&src, ImageFormat::Png);
     let spec = ImageSpec::new(16, 16);
-    // Truncated anywhere: an error, never a panic. (A JPEG cut after its header
-    // may decode to a partly grey picture, as libjpeg does; that is allowed.)
-    // (A PNG cut inside its closing IEND chunk still holds the whole picture.)
+    // Truncated anywhere: an error, never a panic. A JPEG cut after its header is
+    // an error too (libjpeg-turbo's "premature end" warning is made one), not a
+    // partly grey picture; so is one cut just before its end-of-image marker. (A
+    // PNG cut inside its closing IEND chunk still holds the whole picture.)
+    let mut d = ImageDecoder::new(spec.clone()).expect("spec");
     for cut in [0, 2, 3, 10, 100, png.len() / 2] {
         let mut out = vec![0u8; spec.out_bytes()];
-        let mut d = ImageDecoder::new(spec.clone()).expect("spec");
         assert!(
             d.decode_into(&png[..cut], 0, 1, &mut out).is_err(),
             "png cut at {cut}"
         );
-        let _ = d.decode_into(&jpeg[..cut.min(jpeg.len())], 0, 1, &mut out);
+    }
+    for cut in [0, 2, 3, 10, 100, jpeg.len() / 2, jpeg.len() - 40] {
+        let mut out = vec![0u8; spec.out_bytes()];
+        assert!(
+            d.decode_into(&jpeg[..cut], 0, 1, &mut out).is_err(),
+            "jpeg cut at {cut}"
+        );
+        // The same decoder goes on to decode a whole image.
+        d.decode_into(&jpeg, 0, 1, &mut out)
+            .expect("the whole JPEG after a damaged one");
     }
     assert!(matches!(
         problem(spec.clone(), b"GIF89a......"),

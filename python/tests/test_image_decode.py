@@ -164,8 +164,7 @@ def test_a_field_that_is_not_images_is_refused_naming_it(tmp_path, images):
 
 
 def bad_images(images):
-    """Good records with bad ones at 2 (a JPEG cut inside its header: one cut after
-    the header may decode to a partly grey picture, as libjpeg's does) and 5 (too
+    """Good records with bad ones at 2 (a JPEG cut inside its header) and 5 (too
     large)."""
     out = list(images[:8])
     out[2] = out[2][:100]
