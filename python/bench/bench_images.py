@@ -14,9 +14,12 @@ In one run:
    images kept encoded; and decoded to uint8 [224, 224, 3] pixels (``decode=(224,
    224)``), raw and zstd. The bytes on disk of each are reported, with the source
    tree's (target: encoded <= 1/8 of the raw pixels).
-3. One epoch of random batches of --batch, uint8 CHW tensors of RandomResizedCrop
-   224 + horizontal flip, is timed for each contender in its own child process
-   (the page cache is warmed first by reading every file):
+3. One epoch (--epochs N: N epochs in the one process, timed together, as a longer
+   training run: zring's loader and torchvision's worker processes persist, so
+   neither pays its start, nor zring its first batch buffers, per epoch) of random
+   batches of --batch, uint8 CHW tensors of RandomResizedCrop 224 + horizontal flip,
+   is timed for each contender in its own child process (the page cache is warmed
+   first by reading every file):
 
    zring        zring.torch.DataLoader(zring.torch.IterableDataset(ds, batch,
                 decode={"image": zring.decode.Image(size=(224, 224),
@@ -197,17 +200,22 @@ def image_spec(crop: str = "random_resized") -> Any:
                               layout="chw")
 
 
-def zring_loader(path: str, batch: int, seed: int) -> Any:
+def zring_loader(path: str, batch: int, seed: int, epochs: int = 1) -> Any:
+    """`epochs` epochs as one iterable: one loader, its buffers reused throughout."""
     import zring
     import zring.torch
 
     ds = zring.Dataset(path)
-    it = zring.torch.IterableDataset(ds, batch, seed=seed, epochs=1, rank=0, world_size=1,
+    it = zring.torch.IterableDataset(ds, batch, seed=seed, epochs=epochs, rank=0, world_size=1,
                                      decode={"image": image_spec()})
     return zring.torch.DataLoader(it, num_workers=0)
 
 
-def torchvision_loader(path: str, batch: int, workers: int, seed: int) -> Any:
+def torchvision_loader(path: str, batch: int, workers: int, seed: int, epochs: int = 1) -> Any:
+    """`epochs` epochs as one iterable; with several, the worker processes persist
+    from epoch to epoch (``persistent_workers``), as a training job keeps them."""
+    import itertools
+
     import torch
     from torchvision import datasets, transforms
 
@@ -215,11 +223,13 @@ def torchvision_loader(path: str, batch: int, workers: int, seed: int) -> Any:
     tf = transforms.Compose([transforms.RandomResizedCrop(SIZE), transforms.RandomHorizontalFlip(),
                              transforms.PILToTensor()])
     ds = datasets.ImageFolder(path, transform=tf)
-    return torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers)
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
+                                         persistent_workers=epochs > 1 and workers > 0)
+    return itertools.chain.from_iterable(loader for _ in range(epochs))
 
 
 def child(args: argparse.Namespace) -> None:
-    """One timed epoch of one contender; prints {"images": n, "seconds": s}. The
+    """One timed run (--epochs epochs) of one contender; prints {"images": n, "seconds": s}. The
     imports come first, untimed: a training job pays them once, not per epoch."""
     import torch
 
@@ -229,11 +239,12 @@ def child(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     n = 0
     if args.child.startswith("zring"):
-        for b in zring_loader(args.path, args.batch, args.seed):
+        for b in zring_loader(args.path, args.batch, args.seed, args.epochs):
             img = b["image"]
             n += img.shape[0]
     else:
-        for img, _label in torchvision_loader(args.path, args.batch, args.workers, args.seed):
+        for img, _label in torchvision_loader(args.path, args.batch, args.workers, args.seed,
+                                              args.epochs):
             n += img.shape[0]
     seconds = time.perf_counter() - start
     if tuple(img.shape[1:]) != (3, SIZE, SIZE) or img.dtype != torch.uint8:
@@ -243,7 +254,8 @@ def child(args: argparse.Namespace) -> None:
 
 def run_child(name: str, path: Path, args: argparse.Namespace) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--path", str(path),
-           "--batch", str(args.batch), "--workers", str(args.workers), "--seed", str(args.seed)]
+           "--batch", str(args.batch), "--workers", str(args.workers), "--seed", str(args.seed),
+           "--epochs", str(args.epochs)]
     if name == "zring-1core":
         # The same epoch with every thread on one core: zring's decode path's own
         # single-core speed on these images, which x the cores is its limit.
@@ -331,6 +343,9 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="torchvision's DataLoader worker processes")
     p.add_argument("--runs", type=int, default=2, help="alternating rounds")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="epochs each contender runs in its one process, timed together (a "
+                        "longer run: zring's loader and torchvision's workers persist)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--source", choices=["synthetic", "photos"], default="synthetic",
                    help="the images: synthetic, or cut from scikit-image's shipped photographs")
@@ -397,7 +412,8 @@ def run(root: Path, args: argparse.Namespace) -> None:
     warm(root / "encoded")
     limit = decoder_limit(args.w13) if args.w13 else None
     cores = os.cpu_count() or 1
-    print(f"\none epoch, batch {args.batch}, RandomResizedCrop {SIZE} + flip, uint8 CHW; "
+    what = "one epoch" if args.epochs == 1 else f"{args.epochs} epochs in one process"
+    print(f"\n{what}, batch {args.batch}, RandomResizedCrop {SIZE} + flip, uint8 CHW; "
           f"zring: 0 DataLoader workers (engine pool on {cores} cores); torchvision: "
           f"{args.workers} workers; load {os.getloadavg()[0]:.2f}")
     rows = []
