@@ -206,42 +206,44 @@ impl ImageDecoder {
             .resize(&src, &mut dst, &options)
             .map_err(|e| ImageProblem::Resize(e.to_string()))?;
         drop(dst);
-        match spec.layout {
-            PixelLayout::Hwc if flip => {
-                for row in hwc.chunks_exact_mut(out_w as usize * 3) {
-                    flip_row(row);
-                }
+        if flip {
+            for row in hwc.chunks_exact_mut(out_w as usize * 3) {
+                flip_row(row);
             }
-            PixelLayout::Hwc => {}
-            PixelLayout::Chw => to_planes(&self.staging, out_w as usize, flip, out),
+        }
+        if spec.layout == PixelLayout::Chw {
+            to_planes(&self.staging, out);
         }
         Ok(())
     }
 }
 
-/// Interleaved RGB rows of `width` pixels into three planes (CHW), each row mirrored
-/// when `flip`. Zipped slices instead of indexing: without the bounds checks this
-/// takes a third of the time.
-fn to_planes(hwc: &[u8], width: usize, flip: bool, out: &mut [u8]) {
+/// Interleaved RGB pixels into three planes (CHW), in blocks of 16 pixels over
+/// zipped slices: no bounds checks, and fixed-size blocks the compiler turns into
+/// shuffles (the pixel-by-pixel, bounds-checked loop took a tenth of a decode).
+fn to_planes(hwc: &[u8], out: &mut [u8]) {
+    const BLOCK: usize = 16;
     let plane = hwc.len() / 3;
     let (r, rest) = out.split_at_mut(plane);
     let (g, b) = rest.split_at_mut(plane);
-    let rows = hwc
-        .chunks_exact(width * 3)
-        .zip(r.chunks_exact_mut(width))
-        .zip(g.chunks_exact_mut(width))
-        .zip(b.chunks_exact_mut(width));
-    for (((src, r), g), b) in rows {
-        let dst = r.iter_mut().zip(g.iter_mut()).zip(b.iter_mut());
-        if flip {
-            for (px, ((r, g), b)) in src.rchunks_exact(3).zip(dst) {
-                (*r, *g, *b) = (px[0], px[1], px[2]);
-            }
-        } else {
-            for (px, ((r, g), b)) in src.chunks_exact(3).zip(dst) {
-                (*r, *g, *b) = (px[0], px[1], px[2]);
-            }
+    let blocks = hwc
+        .chunks_exact(3 * BLOCK)
+        .zip(r.chunks_exact_mut(BLOCK))
+        .zip(g.chunks_exact_mut(BLOCK))
+        .zip(b.chunks_exact_mut(BLOCK));
+    for (((px, r), g), b) in blocks {
+        for i in 0..BLOCK {
+            (r[i], g[i], b[i]) = (px[3 * i], px[3 * i + 1], px[3 * i + 2]);
         }
+    }
+    let done = plane / BLOCK * BLOCK;
+    let rest = hwc[3 * done..]
+        .chunks_exact(3)
+        .zip(&mut r[done..])
+        .zip(&mut g[done..])
+        .zip(&mut b[done..]);
+    for (((px, r), g), b) in rest {
+        (*r, *g, *b) = (px[0], px[1], px[2]);
     }
 }
 
