@@ -310,6 +310,32 @@ impl JpegDecoder {
 mod tests {
     use super::*;
 
+    type Plan = Result<(JpegScale, JpegRegion), JpegError>;
+
+    /// A plan for the whole image at full scale.
+    fn whole(h: &JpegHeader) -> Plan {
+        at(1, 0, 0, h.width, h.height)(h)
+    }
+
+    /// A plan for `width` x `height` at (`x`, `y`) of the image scaled by 1/`scale`.
+    fn at(
+        scale: JpegScale,
+        x: u32,
+        y: u32,
+        width: u32,
+        height: u32,
+    ) -> impl Fn(&JpegHeader) -> Plan {
+        move |_| {
+            let region = JpegRegion {
+                x,
+                y,
+                width,
+                height,
+            };
+            Ok((scale, region))
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_crash() {
         let mut d = JpegDecoder::new().expect("a decompressor");
@@ -318,17 +344,6 @@ mod tests {
             .expect_err("garbage is refused");
         assert!(!err.message.is_empty());
         let mut out = Vec::new();
-        let whole = |h: &JpegHeader| {
-            Ok::<_, JpegError>((
-                1,
-                JpegRegion {
-                    x: 0,
-                    y: 0,
-                    width: h.width,
-                    height: h.height,
-                },
-            ))
-        };
         assert!(d.decode(b"\xff\xd8", whole, &mut out).is_err());
         assert!(d.decode(b"", whole, &mut out).is_err());
     }
@@ -344,17 +359,6 @@ mod tests {
     fn a_failed_header_does_not_spoil_the_next_image() {
         let good = tiny_jpeg();
         let mut d = JpegDecoder::new().expect("a decompressor");
-        let whole = |h: &JpegHeader| {
-            Ok::<_, JpegError>((
-                1,
-                JpegRegion {
-                    x: 0,
-                    y: 0,
-                    width: h.width,
-                    height: h.height,
-                },
-            ))
-        };
         let mut first = Vec::new();
         d.decode(&good, whole, &mut first)
             .expect("a good image decodes");
@@ -367,38 +371,16 @@ mod tests {
         assert_eq!(first, again);
         // The right half only, at 1/2 (the scaled iMCU is 8 wide): 8x4 pixels of
         // the light grey.
-        let right = |_: &JpegHeader| {
-            Ok::<_, JpegError>((
-                2,
-                JpegRegion {
-                    x: 8,
-                    y: 0,
-                    width: 8,
-                    height: 4,
-                },
-            ))
-        };
         let (_, scale, region) = d
-            .decode(&good, right, &mut again)
+            .decode(&good, at(2, 8, 0, 8, 4), &mut again)
             .expect("a region decodes");
         assert_eq!((scale, region.width, region.height), (2, 8, 4));
         assert_eq!(again.len(), 8 * 4 * 3);
         assert!(again.iter().all(|&v| v.abs_diff(200) <= 8), "{again:?}");
         // A left edge off the iMCU grid is refused by libjpeg-turbo: the whole image
         // is decoded instead, and said so.
-        let off_grid = |_: &JpegHeader| {
-            Ok::<_, JpegError>((
-                2,
-                JpegRegion {
-                    x: 4,
-                    y: 0,
-                    width: 4,
-                    height: 4,
-                },
-            ))
-        };
         let (_, scale, region) = d
-            .decode(&good, off_grid, &mut again)
+            .decode(&good, at(2, 4, 0, 4, 4), &mut again)
             .expect("falls back to the whole image");
         assert_eq!((scale, region.width, region.height), (1, 32, 8));
         assert_eq!(again, first);
