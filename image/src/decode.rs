@@ -105,19 +105,13 @@ impl ImageDecoder {
         record: u64,
     ) -> Result<(JpegScale, JpegRegion), ImageError> {
         let spec = &self.spec;
-        let plan = self
-            .jpeg
+        let (mut draws, _) = draws_and_flip(spec, epoch, record);
+        self.jpeg
             .header(bytes)
             .map_err(ImageProblem::from)
-            .and_then(|header| {
-                let (w, h) = (u64::from(header.width), u64::from(header.height));
-                check_size(w, h, spec.max_pixels)?;
-                let mut draws = Draws::new(spec.seed, epoch, record);
-                draws.unit(); // the flip's draw, as in `decode`
-                let crop = crop_region(spec, header.width, header.height, &mut draws);
-                Ok(jpeg_plan(spec, &header, crop))
-            });
-        plan.map_err(|problem| ImageError { record, problem })
+            .and_then(|header| plan_jpeg(spec, &header, &mut draws))
+            .map(|(_, plan)| plan)
+            .map_err(|problem| ImageError { record, problem })
     }
 
     /// Decodes `bytes` (record `record`, in epoch `epoch`) into `out`, which must
@@ -147,20 +141,16 @@ impl ImageDecoder {
                 actual: out.len(),
             });
         }
-        // The flip is drawn first and always, so the crop is the same whether or
-        // not flips are on, and the flip does not depend on the crop's draws.
-        let mut draws = Draws::new(spec.seed, epoch, record);
-        let flip = draws.unit() < 0.5 && spec.flip;
+        let (mut draws, flip) = draws_and_flip(spec, epoch, record);
         // The source's pixels in `self.pixels` (`width` x `height`) and the crop's
         // rectangle in them.
         let (width, height, (left, top, crop_w, crop_h)) = match image_kind(bytes) {
             Some(ImageKind::Jpeg) => {
                 let mut crop = (0.0, 0.0, 0.0, 0.0);
                 let plan = |header: &JpegHeader| {
-                    let (w, h) = (u64::from(header.width), u64::from(header.height));
-                    check_size(w, h, spec.max_pixels)?;
-                    crop = crop_region(spec, header.width, header.height, &mut draws);
-                    Ok::<_, ImageProblem>(jpeg_plan(spec, header, crop))
+                    let (drawn, plan) = plan_jpeg(spec, header, &mut draws)?;
+                    crop = drawn;
+                    Ok::<_, ImageProblem>(plan)
                 };
                 let (header, scale, region) = self.jpeg.decode(bytes, plan, &mut self.pixels)?;
                 if header.cmyk {
@@ -257,13 +247,34 @@ fn flip_row(row: &mut [u8]) {
     }
 }
 
-/// The source region `(left, top, width, height)` the spec's crop takes.
-fn crop_region(
+/// A rectangle `(left, top, width, height)` in pixels, fractional where a crop is.
+type Rect = (f64, f64, f64, f64);
+
+/// Record `record`'s draws in `epoch`, and whether it is flipped. The flip is drawn
+/// first and always, so the crop is the same whether or not flips are on, and the
+/// flip does not depend on the crop's draws.
+fn draws_and_flip(spec: &ImageSpec, epoch: u64, record: u64) -> (Draws, bool) {
+    let mut draws = Draws::new(spec.seed, epoch, record);
+    let flip = draws.unit() < 0.5 && spec.flip;
+    (draws, flip)
+}
+
+/// A JPEG's crop, drawn from `draws` (in full-size pixels), and the scale and region
+/// decoded for it ([`jpeg_plan`]); an image over the spec's pixel limit is refused.
+/// The one plan both a decode and [`ImageDecoder::jpeg_region`] follow.
+fn plan_jpeg(
     spec: &ImageSpec,
-    width: u32,
-    height: u32,
+    header: &JpegHeader,
     draws: &mut Draws,
-) -> (f64, f64, f64, f64) {
+) -> Result<(Rect, (JpegScale, JpegRegion)), ImageProblem> {
+    let (w, h) = (u64::from(header.width), u64::from(header.height));
+    check_size(w, h, spec.max_pixels)?;
+    let crop = crop_region(spec, header.width, header.height, draws);
+    Ok((crop, jpeg_plan(spec, header, crop)))
+}
+
+/// The source region `(left, top, width, height)` the spec's crop takes.
+fn crop_region(spec: &ImageSpec, width: u32, height: u32, draws: &mut Draws) -> Rect {
     let (w, h) = (f64::from(width), f64::from(height));
     let centred = |cw: f64, ch: f64| ((w - cw) / 2.0, (h - ch) / 2.0, cw, ch);
     match spec.crop {
@@ -329,7 +340,7 @@ fn check_size(width: u64, height: u64, max_pixels: u64) -> Result<(), ImageProbl
 fn jpeg_plan(
     spec: &ImageSpec,
     header: &JpegHeader,
-    (left, top, crop_w, crop_h): (f64, f64, f64, f64),
+    (left, top, crop_w, crop_h): Rect,
 ) -> (JpegScale, JpegRegion) {
     let whole = JpegRegion {
         x: 0,

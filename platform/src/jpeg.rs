@@ -219,8 +219,8 @@ impl JpegDecoder {
     }
 
     /// Decodes `region` of the image scaled by `1/scale` into `out`. The header of
-    /// `bytes` must be the last one this handle read: tj3Decompress8 goes on from it
-    /// (and from the source it was read from, `bytes` itself).
+    /// `bytes` must be the last one this handle read: tj3SetCroppingRegion checks the
+    /// region against it. tj3Decompress8 then reads `bytes` itself, header included.
     fn decode_region(
         &mut self,
         bytes: &[u8],
@@ -290,8 +290,8 @@ impl JpegDecoder {
         // SAFETY: `out` holds exactly `region.height` rows of `pitch` bytes, which is
         // what tj3Decompress8 writes for this scale and region: the cropping region's
         // rows (or every row of the scaled image when it is the whole image), each
-        // `region.width` pixels of `channels` bytes, `pitch` apart. It goes on from
-        // the header read last from `bytes`, which the caller still borrows.
+        // `region.width` pixels of `channels` bytes, `pitch` apart. It reads only
+        // `bytes`, borrowed for the call.
         let rc = unsafe {
             tj::tj3Decompress8(
                 self.handle,
