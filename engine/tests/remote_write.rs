@@ -91,6 +91,18 @@ fn bytes_named(dir: &Path, prefix: &str) -> u64 {
         .sum()
 }
 
+/// Puts another writer's object at `path` (a store file behind a `file://` URL),
+/// then closes `w`, which was writing the same URL without `overwrite`: the close is
+/// refused and the other object is left as it was.
+fn close_beside_another(w: Writer, path: &Path) {
+    std::fs::write(path, b"someone else's").expect("write");
+    match w.close() {
+        Err(Error::AlreadyExists { .. }) => {}
+        other => panic!("expected AlreadyExists, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(path).expect("read"), b"someone else's");
+}
+
 /// Waits (up to 20 s) until the multipart upload to `<dir>/<name>` holds `bytes`:
 /// object_store's local backend writes the parts of an upload in progress into
 /// `<name>#<upload id>` beside the object.
@@ -189,15 +201,7 @@ fn a_small_store_is_one_put_and_an_existing_object_is_refused_without_overwrite(
     let late = url_of(&dir.path().join("late.zr"));
     let mut w = Writer::create(&late, schema.clone(), WriteOptions::default()).expect("create");
     w.append_dense(&data).expect("append");
-    std::fs::write(dir.path().join("late.zr"), b"someone else's").expect("write");
-    match w.close() {
-        Err(Error::AlreadyExists { .. }) => {}
-        other => panic!("expected AlreadyExists, got {other:?}"),
-    }
-    assert_eq!(
-        std::fs::read(dir.path().join("late.zr")).expect("read"),
-        b"someone else's"
-    );
+    close_beside_another(w, &dir.path().join("late.zr"));
 
     // The same for a multipart upload (parts already sent): checked just before its
     // completion, and the parts are aborted.
@@ -208,15 +212,7 @@ fn a_small_store_is_one_put_and_an_existing_object_is_refused_without_overwrite(
     let mut w = Writer::create(&late_big, wide, raw()).expect("create");
     w.append_dense(&big).expect("append");
     wait_for_parts(dir.path(), "late-big.zr", 8 << 20);
-    std::fs::write(dir.path().join("late-big.zr"), b"someone else's").expect("write");
-    match w.close() {
-        Err(Error::AlreadyExists { .. }) => {}
-        other => panic!("expected AlreadyExists, got {other:?}"),
-    }
-    assert_eq!(
-        std::fs::read(dir.path().join("late-big.zr")).expect("read"),
-        b"someone else's"
-    );
+    close_beside_another(w, &dir.path().join("late-big.zr"));
     assert_eq!(
         bytes_named(dir.path(), "late-big.zr#"),
         0,
