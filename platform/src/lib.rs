@@ -61,9 +61,10 @@ pub use uring::{
     RequestFailed as UringRequestFailed, RingFile, MAX_DEPTH as URING_MAX_DEPTH,
 };
 // The one keep policy for per-thread read scratch (the io_uring slab above, the
-// engine's pread/O_DIRECT scratch).
+// engine's pread/O_DIRECT scratch), and its larger bound for a loader thread's whole
+// gathered batch.
 pub use scratch::{
-    batch_oversized as batch_scratch_oversized, oversized as scratch_oversized, BATCH_KEEP_BYTES,
+    batch_oversized as batch_scratch_oversized, oversized as scratch_oversized,
     KEEP_BYTES as SCRATCH_KEEP_BYTES,
 };
 
